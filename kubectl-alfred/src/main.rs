@@ -1,1 +1,104 @@
-fn main() {}
+//! `kubectl alfred`: defragmentation, node health, drains and rollouts for OME GPU clusters.
+
+mod live;
+mod render;
+mod source;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "kubectl-alfred",
+    bin_name = "kubectl alfred",
+    version,
+    about = "Keep OME GPU clusters packed, healthy and safely rolled out",
+    long_about = "Reads a live cluster (kubeconfig, --context) or a snapshot file (-f) and shows \
+                  GPU pools, defragmentation and node-health advice, drains and rollouts."
+)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+pub struct GlobalArgs {
+    /// Read a snapshot file (`kubectl get -o yaml|json` output, or `kubectl alfred snapshot`);
+    /// `-` reads standard input. Without it, the live cluster is read.
+    #[arg(short = 'f', long = "filename", global = true, value_name = "FILE")]
+    pub file: Option<String>,
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<String>,
+    /// The kubeconfig context to use.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Alfred's configuration (`alfredConfig` as YAML). Default: the `alfred-config` ConfigMap
+    /// in the snapshot, else the built-in defaults.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<String>,
+    /// Evaluate as of this time (RFC 3339). Default: the snapshot's capture time, else now.
+    #[arg(long, global = true, value_name = "TIME")]
+    pub now: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Wide,
+    Json,
+    Yaml,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Draw each GPU pool: every node's GPUs as used and free cells, with its state.
+    Pools,
+    /// Write the live cluster as a snapshot file that any command can replay with -f.
+    Snapshot,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Pools => {
+            let input = source::load(&cli.global).await?;
+            let cluster = input.cluster();
+            let reports =
+                alfred::pools::pool_reports(&cluster, input.config.spot_policy.avoid_as_target);
+            render::pools(&reports, cli.global.output)?;
+        }
+        Command::Snapshot => {
+            if cli.global.file.is_some() {
+                anyhow::bail!("snapshot reads the live cluster; drop -f (the file already is a snapshot)");
+            }
+            let snapshot = live::read_snapshot(&cli.global).await?;
+            render::snapshot(&snapshot, cli.global.output)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

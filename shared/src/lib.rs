@@ -2,3 +2,12 @@
 //! the world as a [`snapshot::Snapshot`].
 
 pub mod api;
+pub mod cluster;
+pub mod config;
+pub mod duration;
+pub mod health;
+pub mod mode;
+pub mod names;
+pub mod quantity;
+pub mod snapshot;
+pub mod pools;

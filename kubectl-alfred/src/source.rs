@@ -1,0 +1,78 @@
+//! Where a command's world comes from: a snapshot file, stdin, or the live cluster; and the
+//! configuration and `now` it is evaluated with.
+
+use std::io::Read;
+
+use alfred::cluster::Cluster;
+use alfred::config::{CONFIG_MAP_KEY, CONFIG_MAP_NAME, Config};
+use alfred::snapshot::Snapshot;
+use anyhow::{Context, Result, anyhow};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::GlobalArgs;
+
+/// A snapshot with the configuration and time to evaluate it at.
+pub struct Input {
+    pub snapshot: Snapshot,
+    pub config: Config,
+    pub now: Timestamp,
+}
+
+impl Input {
+    pub fn cluster(&self) -> Cluster<'_> {
+        Cluster::build(&self.snapshot, &self.config, self.now)
+    }
+}
+
+pub async fn load(args: &GlobalArgs) -> Result<Input> {
+    let snapshot = match args.file.as_deref() {
+        Some(path) => read_file(path)?,
+        None => crate::live::read_snapshot(args).await?,
+    };
+    let config = load_config(args.config.as_deref(), &snapshot)?;
+    let now = match args.now.as_deref() {
+        Some(text) => text
+            .parse::<Timestamp>()
+            .with_context(|| format!("--now {text:?} is not an RFC 3339 time such as 2026-09-28T10:15:00Z"))?,
+        None => snapshot.info.as_ref().map_or_else(Timestamp::now, |i| i.captured_at),
+    };
+    Ok(Input { snapshot, config, now })
+}
+
+pub fn read_file(path: &str) -> Result<Snapshot> {
+    let text = if path == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading the snapshot from standard input")?;
+        text
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("reading snapshot file {path}"))?
+    };
+    let name = if path == "-" { "standard input" } else { path };
+    let snapshot = Snapshot::parse(&text).map_err(|e| {
+        anyhow!("{name}: {e}\nfix or remove that object; the file must be `kubectl get -o yaml|json` output")
+    })?;
+    if !snapshot.skipped.is_empty() {
+        let kinds: Vec<String> = snapshot.skipped.iter().map(|(k, n)| format!("{k} ({n})")).collect();
+        eprintln!("note: skipped objects of kinds Alfred does not read: {}", kinds.join(", "));
+    }
+    Ok(snapshot)
+}
+
+/// `--config FILE`, else the `alfred-config` ConfigMap in the snapshot, else the defaults.
+fn load_config(path: Option<&str>, snapshot: &Snapshot) -> Result<Config> {
+    if let Some(path) = path {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading config file {path}"))?;
+        return Config::parse(&text).map_err(|e| anyhow!("config file {path}: {e}"));
+    }
+    let Some(cm) = snapshot.config_map(CONFIG_MAP_NAME) else {
+        return Ok(Config::default());
+    };
+    let text = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get(CONFIG_MAP_KEY))
+        .ok_or_else(|| anyhow!("ConfigMap {CONFIG_MAP_NAME} has no key {CONFIG_MAP_KEY}; add it or pass --config"))?;
+    Config::parse(text).map_err(|e| anyhow!("ConfigMap {CONFIG_MAP_NAME} key {CONFIG_MAP_KEY}: {e}"))
+}

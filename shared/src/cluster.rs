@@ -1,0 +1,725 @@
+//! The cluster model every policy reads, built from a [`Snapshot`], the configuration and `now`
+//! (alfred-reference.md §5 "Snapshot basics"): GPU accounting per node, GPU pools, node states,
+//! Instances joined from pods and InferenceReplica rows, pending GPU pods and migrations in flight.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::InferenceService;
+use crate::api::component::ComponentKind;
+use crate::api::keys;
+use crate::api::replica::{InferenceReplica, InstanceStatus, MigrationPhase};
+use crate::config::Config;
+use crate::health::{self, Health, HealthState};
+use crate::mode::{self, DeploymentMode};
+use crate::quantity;
+use crate::snapshot::Snapshot;
+
+/// The label LeaderWorkerSet puts on the pods of one group (one MultiNode Instance).
+pub const LABEL_LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
+/// The label older OME releases put on RawDeployment pods.
+pub const LABEL_SERVING_ISVC: &str = "serving.ome.io/inferenceservice";
+
+/// True for resource names that are GPUs: `nvidia.com/gpu`, `amd.com/gpu`, `nvidia.com/mig-*`,
+/// and `gpu.intel.com/*` except memory resources.
+pub fn is_gpu_resource(name: &str) -> bool {
+    name == "nvidia.com/gpu"
+        || name == "amd.com/gpu"
+        || name.starts_with("nvidia.com/mig-")
+        || (name.starts_with("gpu.intel.com/") && !name.contains("memory"))
+}
+
+/// GPUs a pod holds, as Kubernetes computes a pod's effective request per resource: the larger
+/// of (app containers + sidecar init containers) and the peak of the init sequence, summed over
+/// GPU resources. A container's limit counts, else its request.
+pub fn pod_gpus(spec: &PodSpec) -> i64 {
+    let mut resources: BTreeSet<&str> = BTreeSet::new();
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        if let Some(r) = &c.resources {
+            for map in [&r.limits, &r.requests].into_iter().flatten() {
+                resources.extend(
+                    map.keys()
+                        .map(String::as_str)
+                        .filter(|n| is_gpu_resource(n)),
+                );
+            }
+        }
+    }
+    resources
+        .into_iter()
+        .map(|resource| {
+            let app: i64 = spec
+                .containers
+                .iter()
+                .map(|c| container_amount(c, resource))
+                .sum();
+            let (mut sidecars, mut init_peak) = (0i64, 0i64);
+            for c in spec.init_containers.iter().flatten() {
+                let amount = container_amount(c, resource);
+                if c.restart_policy.as_deref() == Some("Always") {
+                    sidecars += amount;
+                    init_peak = init_peak.max(sidecars);
+                } else {
+                    init_peak = init_peak.max(sidecars + amount);
+                }
+            }
+            (app + sidecars).max(init_peak)
+        })
+        .sum()
+}
+
+fn container_amount(c: &Container, resource: &str) -> i64 {
+    let Some(r) = &c.resources else { return 0 };
+    r.limits
+        .as_ref()
+        .and_then(|l| l.get(resource))
+        .or_else(|| r.requests.as_ref().and_then(|q| q.get(resource)))
+        .and_then(quantity::count)
+        .unwrap_or(0)
+}
+
+/// The node's largest allocatable GPU resource and its count.
+fn node_gpu_capacity(node: &Node) -> Option<(String, i64)> {
+    let status = node.status.as_ref()?;
+    let alloc = status.allocatable.as_ref().or(status.capacity.as_ref())?;
+    alloc
+        .iter()
+        .filter(|(name, _)| is_gpu_resource(name))
+        .filter_map(|(name, q)| quantity::count(q).map(|n| (name.clone(), n)))
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+}
+
+/// Which InferenceService component and Instance a pod belongs to, from its labels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodOwner {
+    pub isvc: String,
+    pub component: ComponentKind,
+    pub instance_index: Option<i32>,
+    pub lws_group: Option<i32>,
+    pub runner: Option<String>,
+}
+
+fn pod_owner(pod: &Pod) -> Option<PodOwner> {
+    let labels = pod.metadata.labels.as_ref()?;
+    let isvc = labels
+        .get(keys::LABEL_ISVC)
+        .or_else(|| labels.get(LABEL_SERVING_ISVC))?;
+    let component = ComponentKind::parse(labels.get(keys::LABEL_COMPONENT)?)?;
+    let int = |key: &str| {
+        labels
+            .get(key)
+            .and_then(|v| v.parse::<i32>().ok())
+            .filter(|i| *i >= 0)
+    };
+    Some(PodOwner {
+        isvc: isvc.clone(),
+        component,
+        instance_index: int(keys::LABEL_INSTANCE_INDEX),
+        lws_group: int(LABEL_LWS_GROUP_INDEX),
+        runner: labels.get(keys::LABEL_RUNNER).cloned(),
+    })
+}
+
+pub struct PodView<'s> {
+    pub pod: &'s Pod,
+    pub namespace: &'s str,
+    pub name: &'s str,
+    pub node: Option<&'s str>,
+    pub gpus: i64,
+    /// Succeeded or Failed: holds nothing.
+    pub terminal: bool,
+    /// Has a deletionTimestamp: still holds its GPUs until it is gone.
+    pub terminating: bool,
+    pub owner: Option<PodOwner>,
+}
+
+impl PodView<'_> {
+    pub fn phase(&self) -> &str {
+        self.pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("Pending")
+    }
+
+    pub fn is_ready(&self) -> bool {
+        condition_true(self.pod, "Ready")
+    }
+}
+
+fn condition_true(pod: &Pod, type_: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
+pub struct NodeView<'s> {
+    pub node: &'s Node,
+    pub name: &'s str,
+    pub uid: Option<&'s str>,
+    /// The largest allocatable GPU resource and its count; None for nodes without GPUs.
+    pub gpu_resource: Option<String>,
+    pub gpu_total: i64,
+    pub gpu_used: i64,
+    pub gpu_free: i64,
+    pub pool: Option<String>,
+    pub cordoned: bool,
+    pub scale_down_marked: bool,
+    pub preemptible: bool,
+    /// The node's own `Ready` condition is True.
+    pub ready: bool,
+    pub health: Health,
+    /// Names of the maintenance triggers the node matches, sorted.
+    pub maintenance: Vec<String>,
+    /// Indices into [`Cluster::pods`] of the non-terminal pods bound here.
+    pub pods: Vec<usize>,
+}
+
+impl NodeView<'_> {
+    /// Alfred may place nothing here: health not Clear, maintenance requested, cordoned or
+    /// marked for scale-down.
+    pub fn unavailable_as_target(&self) -> bool {
+        self.health.state != HealthState::Clear
+            || !self.maintenance.is_empty()
+            || self.cordoned
+            || self.scale_down_marked
+    }
+
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.node
+            .metadata
+            .labels
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
+}
+
+pub struct Pool {
+    pub name: String,
+    /// Indices into [`Cluster::nodes`], by node name.
+    pub nodes: Vec<usize>,
+}
+
+pub struct Workload<'s> {
+    pub isvc: &'s InferenceService,
+    pub namespace: &'s str,
+    pub name: &'s str,
+    /// `namespace/name`.
+    pub key: String,
+    /// Indices into [`Cluster::components`].
+    pub components: Vec<usize>,
+}
+
+pub struct Component<'s> {
+    pub workload: usize,
+    pub kind: ComponentKind,
+    /// As Alfred reads it: from the InferenceService alone.
+    pub mode: DeploymentMode,
+    pub replica: Option<&'s InferenceReplica>,
+    /// Indices into [`Cluster::instances`], by index.
+    pub instances: Vec<usize>,
+    /// Pods labelled for this component that could not be joined to an Instance.
+    pub unjoined_pods: Vec<usize>,
+}
+
+pub struct Instance<'s> {
+    pub component: usize,
+    pub index: i32,
+    /// Indices into [`Cluster::pods`], by pod name.
+    pub pods: Vec<usize>,
+    pub row: Option<&'s InstanceStatus>,
+    pub gpus: i64,
+    /// Nodes the Instance's pods run on, sorted.
+    pub nodes: Vec<String>,
+    /// The node holding most of the Instance's GPUs (name breaks ties).
+    pub primary_node: Option<String>,
+    /// The pool all its GPU pods are in, when they are all in one.
+    pub pool: Option<String>,
+}
+
+pub struct PendingPod {
+    pub pod: usize,
+    pub gpus: i64,
+    pub since: Timestamp,
+    /// The pool it is attributed to; None counts in every pool.
+    pub pool: Option<String>,
+}
+
+impl PendingPod {
+    pub fn age_minutes(&self, now: Timestamp) -> f64 {
+        (now.as_second() - self.since.as_second()) as f64 / 60.0
+    }
+}
+
+/// A migration someone asked for and that has not ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationInFlight {
+    pub workload: String,
+    pub uuid: String,
+    pub component: Option<ComponentKind>,
+    pub source_instance: Option<i32>,
+    pub from_node: Option<String>,
+    /// The request annotation is still on the InferenceService (not yet taken).
+    pub requested: bool,
+    /// The InferenceReplica reports it in progress.
+    pub phase: Option<MigrationPhase>,
+}
+
+pub struct Cluster<'s> {
+    pub now: Timestamp,
+    /// Sorted by name.
+    pub nodes: Vec<NodeView<'s>>,
+    pub pods: Vec<PodView<'s>>,
+    /// Sorted by name.
+    pub pools: Vec<Pool>,
+    /// Sorted by `namespace/name`.
+    pub workloads: Vec<Workload<'s>>,
+    pub components: Vec<Component<'s>>,
+    pub instances: Vec<Instance<'s>>,
+    pub pending: Vec<PendingPod>,
+    pub migrations: Vec<MigrationInFlight>,
+    node_by_name: HashMap<&'s str, usize>,
+}
+
+impl<'s> Cluster<'s> {
+    pub fn build(snapshot: &'s Snapshot, config: &Config, now: Timestamp) -> Cluster<'s> {
+        let mut nodes: Vec<NodeView<'s>> = snapshot
+            .nodes
+            .iter()
+            .map(|n| node_view(n, config, now))
+            .collect();
+        nodes.sort_by(|a, b| a.name.cmp(b.name));
+        let node_by_name: HashMap<&str, usize> =
+            nodes.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
+
+        let pods: Vec<PodView<'s>> = snapshot.pods.iter().map(pod_view).collect();
+        for (i, p) in pods.iter().enumerate() {
+            if p.terminal {
+                continue;
+            }
+            if let Some(&n) = p.node.and_then(|name| node_by_name.get(name)) {
+                nodes[n].pods.push(i);
+                nodes[n].gpu_used += p.gpus;
+            }
+        }
+        for n in &mut nodes {
+            n.gpu_free = (n.gpu_total - n.gpu_used).max(0);
+        }
+        assign_pools(&mut nodes);
+        let pools = collect_pools(&nodes);
+
+        let mut cluster = Cluster {
+            now,
+            nodes,
+            pods,
+            pools,
+            workloads: Vec::new(),
+            components: Vec::new(),
+            instances: Vec::new(),
+            pending: Vec::new(),
+            migrations: Vec::new(),
+            node_by_name,
+        };
+        cluster.join_workloads(snapshot);
+        cluster.collect_pending();
+        cluster.collect_migrations(snapshot);
+        cluster
+    }
+
+    pub fn node(&self, name: &str) -> Option<&NodeView<'s>> {
+        self.node_by_name.get(name).map(|&i| &self.nodes[i])
+    }
+
+    pub fn workload(&self, key: &str) -> Option<&Workload<'s>> {
+        self.workloads
+            .binary_search_by(|w| w.key.as_str().cmp(key))
+            .ok()
+            .map(|i| &self.workloads[i])
+    }
+
+    fn join_workloads(&mut self, snapshot: &'s Snapshot) {
+        let mut isvcs: Vec<&InferenceService> = snapshot.inference_services.iter().collect();
+        isvcs.sort_by(|a, b| {
+            (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
+                .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
+        });
+        // Pods by (namespace, isvc, component), in pod-name order.
+        let mut owned: HashMap<(&str, &str, ComponentKind), Vec<usize>> = HashMap::new();
+        for (i, p) in self.pods.iter().enumerate() {
+            if let Some(o) = &p.owner {
+                owned
+                    .entry((p.namespace, o.isvc.as_str(), o.component))
+                    .or_default()
+                    .push(i);
+            }
+        }
+        for list in owned.values_mut() {
+            list.sort_by(|a, b| self.pods[*a].name.cmp(self.pods[*b].name));
+        }
+        for isvc in isvcs {
+            let namespace = isvc.metadata.namespace.as_deref().unwrap_or("default");
+            let name = isvc.metadata.name.as_deref().unwrap_or_default();
+            let w = self.workloads.len();
+            let mut workload = Workload {
+                isvc,
+                namespace,
+                name,
+                key: format!("{namespace}/{name}"),
+                components: Vec::new(),
+            };
+            for (kind, _) in isvc.spec.components() {
+                let mode = mode::alfred_mode(&isvc.spec, kind);
+                let replica = find_replica(snapshot, namespace, name, kind);
+                let pods = owned.remove(&(namespace, name, kind)).unwrap_or_default();
+                let c = self.components.len();
+                let (groups, unjoined) = self.group_instances(mode, replica, &pods);
+                let mut component = Component {
+                    workload: w,
+                    kind,
+                    mode,
+                    replica,
+                    instances: Vec::new(),
+                    unjoined_pods: unjoined,
+                };
+                for (index, (pods, row)) in groups {
+                    component.instances.push(self.instances.len());
+                    let instance = self.instance(c, index, pods, row);
+                    self.instances.push(instance);
+                }
+                workload.components.push(c);
+                self.components.push(component);
+            }
+            self.workloads.push(workload);
+        }
+    }
+
+    /// Groups a component's pods into Instances by index, with the InferenceReplica's rows.
+    #[allow(clippy::type_complexity)]
+    fn group_instances(
+        &self,
+        mode: DeploymentMode,
+        replica: Option<&'s InferenceReplica>,
+        pods: &[usize],
+    ) -> (
+        BTreeMap<i32, (Vec<usize>, Option<&'s InstanceStatus>)>,
+        Vec<usize>,
+    ) {
+        let mut groups: BTreeMap<i32, (Vec<usize>, Option<&'s InstanceStatus>)> = BTreeMap::new();
+        let mut unjoined = Vec::new();
+        match mode {
+            DeploymentMode::OmeNative => {
+                for &p in pods {
+                    match self.pods[p].owner.as_ref().and_then(|o| o.instance_index) {
+                        Some(index) => groups.entry(index).or_default().0.push(p),
+                        None => unjoined.push(p),
+                    }
+                }
+                let rows = replica
+                    .and_then(|r| r.status.as_ref())
+                    .map(|s| s.instance_statuses.as_slice())
+                    .unwrap_or_default();
+                for row in rows {
+                    groups.entry(row.index).or_default().1 = Some(row);
+                }
+            }
+            DeploymentMode::MultiNode => {
+                for &p in pods {
+                    let owner = self.pods[p].owner.as_ref();
+                    match owner.and_then(|o| o.lws_group.or(o.instance_index)) {
+                        Some(index) => groups.entry(index).or_default().0.push(p),
+                        None => unjoined.push(p),
+                    }
+                }
+            }
+            DeploymentMode::RawDeployment | DeploymentMode::VirtualDeployment => {
+                // One Instance per live pod, indexed in pod-name order.
+                for (index, &p) in pods.iter().filter(|&&p| !self.pods[p].terminal).enumerate() {
+                    groups.entry(index as i32).or_default().0.push(p);
+                }
+            }
+        }
+        (groups, unjoined)
+    }
+
+    fn instance(
+        &self,
+        component: usize,
+        index: i32,
+        pods: Vec<usize>,
+        row: Option<&'s InstanceStatus>,
+    ) -> Instance<'s> {
+        let mut per_node: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut gpus = 0;
+        let mut pools: BTreeSet<Option<&str>> = BTreeSet::new();
+        for &p in &pods {
+            let pod = &self.pods[p];
+            if pod.terminal {
+                continue;
+            }
+            gpus += pod.gpus;
+            if let Some(node) = pod.node {
+                *per_node.entry(node).or_default() += pod.gpus;
+                if pod.gpus > 0 {
+                    pools.insert(self.node(node).and_then(|n| n.pool.as_deref()));
+                }
+            }
+        }
+        let primary_node = per_node
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(n, _)| n.to_string());
+        let pool = match pools.len() {
+            1 => pools.into_iter().next().flatten().map(str::to_string),
+            _ => None,
+        };
+        Instance {
+            component,
+            index,
+            pods,
+            row,
+            gpus,
+            nodes: per_node.keys().map(|n| n.to_string()).collect(),
+            primary_node,
+            pool,
+        }
+    }
+
+    fn collect_pending(&mut self) {
+        let gpu_pools: Vec<&Pool> = self.pools.iter().collect();
+        for (i, p) in self.pods.iter().enumerate() {
+            if p.gpus <= 0 || p.node.is_some() || p.terminating || p.phase() != "Pending" {
+                continue;
+            }
+            let pod = p.pod;
+            let since = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| {
+                    cs.iter()
+                        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+                        .and_then(|c| c.last_transition_time.as_ref())
+                })
+                .or(pod.metadata.creation_timestamp.as_ref())
+                .map_or(self.now, |t| t.0);
+            let pool = if gpu_pools.len() == 1 {
+                Some(gpu_pools[0].name.clone())
+            } else {
+                let selector = pod.spec.as_ref().and_then(|s| s.node_selector.as_ref());
+                let fits: Vec<&str> = gpu_pools
+                    .iter()
+                    .filter(|pool| {
+                        pool.nodes.iter().any(|&n| {
+                            selector.is_none_or(|sel| {
+                                sel.iter()
+                                    .all(|(k, v)| self.nodes[n].label(k) == Some(v.as_str()))
+                            })
+                        })
+                    })
+                    .map(|pool| pool.name.as_str())
+                    .collect();
+                (fits.len() == 1).then(|| fits[0].to_string())
+            };
+            self.pending.push(PendingPod {
+                pod: i,
+                gpus: p.gpus,
+                since,
+                pool,
+            });
+        }
+    }
+
+    fn collect_migrations(&mut self, snapshot: &Snapshot) {
+        for w in &self.workloads {
+            for (key, _) in w.isvc.metadata.annotations.iter().flatten() {
+                if let Some(uuid) = key.strip_prefix(keys::MIGRATION_REQUEST_PREFIX) {
+                    self.migrations.push(MigrationInFlight {
+                        workload: w.key.clone(),
+                        uuid: uuid.to_string(),
+                        component: None,
+                        source_instance: None,
+                        from_node: None,
+                        requested: true,
+                        phase: None,
+                    });
+                }
+            }
+        }
+        for ir in &snapshot.inference_replicas {
+            let namespace = ir.metadata.namespace.as_deref().unwrap_or("default");
+            let isvc = ir
+                .spec
+                .parent_ref
+                .as_ref()
+                .map(|p| p.name.clone())
+                .or_else(|| ir.metadata.name.clone())
+                .unwrap_or_default();
+            for m in ir.status.iter().flat_map(|s| &s.migrations) {
+                if m.phase.is_terminal() {
+                    continue;
+                }
+                self.migrations.push(MigrationInFlight {
+                    workload: format!("{namespace}/{isvc}"),
+                    uuid: m.request_uuid.clone(),
+                    component: Some(ir.spec.component),
+                    source_instance: Some(m.source_instance),
+                    from_node: m.from_node.clone(),
+                    requested: false,
+                    phase: Some(m.phase),
+                });
+            }
+        }
+        self.migrations
+            .sort_by(|a, b| (&a.workload, &a.uuid).cmp(&(&b.workload, &b.uuid)));
+    }
+}
+
+fn node_view<'s>(node: &'s Node, config: &Config, now: Timestamp) -> NodeView<'s> {
+    let labels = node.metadata.labels.as_ref();
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default();
+    let (gpu_resource, gpu_total) = match node_gpu_capacity(node) {
+        Some((r, n)) => (Some(r), n),
+        None => (None, 0),
+    };
+    let preemptible = config.spot_policy.preemptible_labels.iter().any(|key| {
+        labels
+            .and_then(|l| l.get(key))
+            .is_some_and(|v| v != "false")
+    });
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    NodeView {
+        node,
+        name: node.metadata.name.as_deref().unwrap_or_default(),
+        uid: node.metadata.uid.as_deref(),
+        gpu_resource,
+        gpu_total,
+        gpu_used: 0,
+        gpu_free: 0,
+        pool: None,
+        cordoned: node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
+        scale_down_marked: taints.iter().any(|t| t.key == keys::TAINT_CA_SCALE_DOWN),
+        preemptible,
+        ready,
+        health: health::node_health(node, &config.node_health, now),
+        maintenance: health::maintenance_triggers(node, &config.node_health.maintenance_triggers),
+        pods: Vec::new(),
+    }
+}
+
+fn pod_view(pod: &Pod) -> PodView<'_> {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    PodView {
+        pod,
+        namespace: pod.metadata.namespace.as_deref().unwrap_or("default"),
+        name: pod.metadata.name.as_deref().unwrap_or_default(),
+        node: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty()),
+        gpus: pod.spec.as_ref().map_or(0, pod_gpus),
+        terminal: matches!(phase, Some("Succeeded" | "Failed")),
+        terminating: pod.metadata.deletion_timestamp.is_some(),
+        owner: pod_owner(pod),
+    }
+}
+
+/// Pool keys: the GPU product label; unlabelled nodes adopt the product when every labelled node
+/// of the same shape (instance type, GPU resource and count) agrees on one; else the instance
+/// type; else the GPU resource name.
+fn assign_pools(nodes: &mut [NodeView<'_>]) {
+    type Shape = (Option<String>, Option<String>, i64);
+    let shape = |n: &NodeView<'_>| -> Shape {
+        (
+            n.label(keys::LABEL_INSTANCE_TYPE).map(str::to_string),
+            n.gpu_resource.clone(),
+            n.gpu_total,
+        )
+    };
+    let mut products: HashMap<Shape, BTreeSet<String>> = HashMap::new();
+    for n in nodes.iter().filter(|n| n.gpu_total > 0) {
+        if let Some(p) = n.label(keys::LABEL_GPU_PRODUCT) {
+            products.entry(shape(n)).or_default().insert(p.to_string());
+        }
+    }
+    for n in nodes.iter_mut().filter(|n| n.gpu_total > 0) {
+        let pool = n
+            .label(keys::LABEL_GPU_PRODUCT)
+            .map(str::to_string)
+            .or_else(|| {
+                products
+                    .get(&shape(n))
+                    .filter(|set| set.len() == 1)
+                    .and_then(|set| set.iter().next().cloned())
+            })
+            .or_else(|| n.label(keys::LABEL_INSTANCE_TYPE).map(str::to_string))
+            .or_else(|| n.gpu_resource.clone());
+        n.pool = pool;
+    }
+}
+
+fn collect_pools(nodes: &[NodeView<'_>]) -> Vec<Pool> {
+    let mut pools: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if let Some(p) = &n.pool {
+            pools.entry(p).or_default().push(i);
+        }
+    }
+    pools
+        .into_iter()
+        .map(|(name, nodes)| Pool {
+            name: name.to_string(),
+            nodes,
+        })
+        .collect()
+}
+
+/// The InferenceReplica of a component: named `{isvc}-{component}`, or pointing at the
+/// InferenceService through `parentRef` with the same component.
+fn find_replica<'s>(
+    snapshot: &'s Snapshot,
+    namespace: &str,
+    isvc: &str,
+    kind: ComponentKind,
+) -> Option<&'s InferenceReplica> {
+    let projected = format!("{isvc}-{kind}");
+    let in_namespace =
+        |r: &&InferenceReplica| r.metadata.namespace.as_deref().unwrap_or("default") == namespace;
+    snapshot
+        .inference_replicas
+        .iter()
+        .filter(in_namespace)
+        .find(|r| {
+            r.metadata.name.as_deref() == Some(projected.as_str()) && r.spec.component == kind
+        })
+        .or_else(|| {
+            snapshot
+                .inference_replicas
+                .iter()
+                .filter(in_namespace)
+                .find(|r| {
+                    r.spec.component == kind
+                        && r.spec.parent_ref.as_ref().is_some_and(|p| p.name == isvc)
+                })
+        })
+}

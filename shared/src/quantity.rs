@@ -1,0 +1,66 @@
+//! Kubernetes resource quantities (`8`, `500m`, `64Gi`, `1e3`) as numbers.
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// The quantity's value, or None when it is not a valid quantity.
+pub fn value(q: &Quantity) -> Option<f64> {
+    parse(&q.0)
+}
+
+/// The value of a quantity string.
+pub fn parse(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    if number.is_empty() {
+        return None;
+    }
+    let base: f64 = number.parse().ok()?;
+    let scale = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse::<i32>().ok()?),
+        _ => return None,
+    };
+    let v = base * scale;
+    v.is_finite().then_some(v)
+}
+
+/// A whole count such as GPUs: the value rounded up (Kubernetes requires integers here).
+pub fn count(q: &Quantity) -> Option<i64> {
+    value(q).map(|v| v.ceil() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_suffixes() {
+        assert_eq!(parse("8"), Some(8.0));
+        assert_eq!(parse("500m"), Some(0.5));
+        assert_eq!(parse("1Gi"), Some(1073741824.0));
+        assert_eq!(parse("2k"), Some(2000.0));
+        assert_eq!(parse("1e3"), Some(1000.0));
+        assert_eq!(parse("1.5"), Some(1.5));
+        assert_eq!(parse("abc"), None);
+        assert_eq!(parse("8x"), None);
+        assert_eq!(count(&Quantity("2".into())), Some(2));
+    }
+}

@@ -1,0 +1,346 @@
+//! A Snapshot: everything a command reads from a cluster, from a file (`kubectl get -o yaml|json`
+//! output: a `List`, single objects, multi-document YAML, any mix of kinds) or from a live
+//! cluster. Every command takes one, so any decision can be replayed offline.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::jiff::Timestamp;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::api::{
+    BaseModel, ClusterBaseModel, ClusterServingRuntime, InferenceReplica, InferenceService,
+    ServingRuntime,
+};
+
+/// The ConfigMaps the product reads or owns; other ConfigMaps are skipped.
+pub const CONFIG_MAP_NAMES: [&str; 4] = [
+    "alfred-config",
+    "alfred-recommendations",
+    "alfred-dispatch-state",
+    "inferenceservice-config",
+];
+
+/// The apiVersion and kind of the item that records when and where a snapshot was taken.
+pub const SNAPSHOT_INFO_API_VERSION: &str = "alfred.ome.io/v1alpha1";
+pub const SNAPSHOT_INFO_KIND: &str = "SnapshotInfo";
+
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub nodes: Vec<Node>,
+    pub pods: Vec<Pod>,
+    pub inference_services: Vec<InferenceService>,
+    pub serving_runtimes: Vec<ServingRuntime>,
+    pub cluster_serving_runtimes: Vec<ClusterServingRuntime>,
+    pub inference_replicas: Vec<InferenceReplica>,
+    pub base_models: Vec<BaseModel>,
+    pub cluster_base_models: Vec<ClusterBaseModel>,
+    pub persistent_volume_claims: Vec<PersistentVolumeClaim>,
+    pub persistent_volumes: Vec<PersistentVolume>,
+    pub config_maps: Vec<ConfigMap>,
+    /// When the snapshot was taken, if it says; commands use it as `now` when replaying.
+    pub info: Option<SnapshotInfo>,
+    /// Objects of kinds the product does not read, by kind.
+    pub skipped: BTreeMap<String, usize>,
+}
+
+/// The snapshot's own record: when it was captured and from where.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotInfo {
+    pub captured_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// What was wrong with a snapshot, and where.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("{}{message}", location(*.document, *.item, .object.as_deref(), .path.as_deref()))]
+pub struct SnapshotError {
+    /// 1-based document index in the file (YAML documents or concatenated JSON values).
+    pub document: usize,
+    /// 0-based item index when the document is a List.
+    pub item: Option<usize>,
+    /// `Kind namespace/name` of the object, when it could be read.
+    pub object: Option<String>,
+    /// The field path inside the object, e.g. `spec.containers[0].resources`.
+    pub path: Option<String>,
+    pub message: String,
+}
+
+fn location(
+    document: usize,
+    item: Option<usize>,
+    object: Option<&str>,
+    path: Option<&str>,
+) -> String {
+    let mut out = format!("document {document}");
+    if let Some(item) = item {
+        out.push_str(&format!(", item {item}"));
+    }
+    if let Some(object) = object {
+        out.push_str(&format!(" ({object})"));
+    }
+    if let Some(path) = path {
+        out.push_str(&format!(", field {path}"));
+    }
+    out.push_str(": ");
+    out
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    kind: Option<&'a str>,
+    #[serde(default, borrow)]
+    items: Option<Vec<&'a RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct Header {
+    #[serde(default, rename = "apiVersion")]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: Option<HeaderMeta>,
+}
+
+#[derive(Deserialize)]
+struct HeaderMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+impl Snapshot {
+    /// Reads `kubectl get -o json|yaml` output. JSON is detected by its first character.
+    pub fn parse(text: &str) -> Result<Snapshot, SnapshotError> {
+        let mut snapshot = Snapshot::default();
+        if text.trim_start().starts_with(['{', '[']) {
+            snapshot.add_json_stream(text)?;
+        } else {
+            snapshot.add_yaml_stream(text)?;
+        }
+        Ok(snapshot)
+    }
+
+    /// Total objects read (not counting skipped ones).
+    pub fn object_count(&self) -> usize {
+        self.nodes.len()
+            + self.pods.len()
+            + self.inference_services.len()
+            + self.serving_runtimes.len()
+            + self.cluster_serving_runtimes.len()
+            + self.inference_replicas.len()
+            + self.base_models.len()
+            + self.cluster_base_models.len()
+            + self.persistent_volume_claims.len()
+            + self.persistent_volumes.len()
+            + self.config_maps.len()
+    }
+
+    /// The ConfigMap with this name, if the snapshot holds it.
+    pub fn config_map(&self, name: &str) -> Option<&ConfigMap> {
+        self.config_maps
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+    }
+
+    fn add_json_stream(&mut self, text: &str) -> Result<(), SnapshotError> {
+        let stream = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
+        for (index, doc) in stream.enumerate() {
+            let document = index + 1;
+            let doc = doc.map_err(|e| SnapshotError {
+                document,
+                item: None,
+                object: None,
+                path: None,
+                message: format!("not valid JSON: {e}"),
+            })?;
+            self.add_json_document(document, doc.get())?;
+        }
+        Ok(())
+    }
+
+    fn add_yaml_stream(&mut self, text: &str) -> Result<(), SnapshotError> {
+        for (index, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+            let document = index + 1;
+            let value = serde_json::Value::deserialize(doc).map_err(|e| SnapshotError {
+                document,
+                item: None,
+                object: None,
+                path: None,
+                message: format!("not valid YAML: {e}"),
+            })?;
+            if value.is_null() {
+                continue; // an empty document, e.g. after a trailing `---`
+            }
+            let json = serde_json::to_string(&value).map_err(|e| SnapshotError {
+                document,
+                item: None,
+                object: None,
+                path: None,
+                message: format!("cannot represent as JSON: {e}"),
+            })?;
+            self.add_json_document(document, &json)?;
+        }
+        Ok(())
+    }
+
+    /// Adds one JSON document: a `*List` with `items`, or a single object. `document` is the
+    /// 1-based index errors report.
+    pub fn add_json_document(&mut self, document: usize, json: &str) -> Result<(), SnapshotError> {
+        let not_object = |message: String| SnapshotError {
+            document,
+            item: None,
+            object: None,
+            path: None,
+            message,
+        };
+        if !json.trim_start().starts_with('{') {
+            return Err(not_object(
+                "expected a Kubernetes object or List (a mapping with `kind`)".into(),
+            ));
+        }
+        let envelope: Envelope = serde_json::from_str(json).map_err(|e| {
+            not_object(format!("not a Kubernetes object: {}", without_position(&e)))
+        })?;
+        match (envelope.kind, envelope.items) {
+            (Some(kind), Some(items)) if kind.ends_with("List") => {
+                for (item, raw) in items.into_iter().enumerate() {
+                    self.add_object(document, Some(item), raw.get())?;
+                }
+                Ok(())
+            }
+            _ => self.add_object(document, None, json),
+        }
+    }
+
+    fn add_object(
+        &mut self,
+        document: usize,
+        item: Option<usize>,
+        json: &str,
+    ) -> Result<(), SnapshotError> {
+        let err = |object: Option<String>, path: Option<String>, message: String| SnapshotError {
+            document,
+            item,
+            object,
+            path,
+            message,
+        };
+        let header: Header = serde_json::from_str(json).map_err(|e| {
+            err(
+                None,
+                None,
+                format!("not a Kubernetes object: {}", without_position(&e)),
+            )
+        })?;
+        let Some(kind) = header.kind else {
+            return Err(err(
+                None,
+                Some("kind".into()),
+                "missing `kind`; every object needs apiVersion and kind (as `kubectl get -o yaml` prints them)".into(),
+            ));
+        };
+        let api_version = header.api_version.unwrap_or_default();
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let meta = header.metadata;
+        let name = meta
+            .as_ref()
+            .and_then(|m| m.name.clone())
+            .unwrap_or_default();
+        let object = match meta.as_ref().and_then(|m| m.namespace.as_deref()) {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        };
+        macro_rules! push {
+            ($field:ident) => {{
+                self.$field.push(
+                    typed(json)
+                        .map_err(|(path, message)| err(Some(object.clone()), path, message))?,
+                );
+            }};
+        }
+        match (group, kind.as_str()) {
+            ("", "Node") => push!(nodes),
+            ("", "Pod") => push!(pods),
+            ("", "PersistentVolumeClaim") => push!(persistent_volume_claims),
+            ("", "PersistentVolume") => push!(persistent_volumes),
+            ("", "ConfigMap") if CONFIG_MAP_NAMES.contains(&name.as_str()) => push!(config_maps),
+            ("ome.io", "InferenceService") => push!(inference_services),
+            ("ome.io", "ServingRuntime") => push!(serving_runtimes),
+            ("ome.io", "ClusterServingRuntime") => push!(cluster_serving_runtimes),
+            ("ome.io", "InferenceReplica") => push!(inference_replicas),
+            ("ome.io", "BaseModel") => push!(base_models),
+            ("ome.io", "ClusterBaseModel") => push!(cluster_base_models),
+            ("alfred.ome.io", SNAPSHOT_INFO_KIND) => {
+                self.info = Some(
+                    typed(json)
+                        .map_err(|(path, message)| err(Some(object.clone()), path, message))?,
+                );
+            }
+            _ => *self.skipped.entry(kind).or_default() += 1,
+        }
+        Ok(())
+    }
+}
+
+/// Deserializes one object, reporting the field path of the first error.
+fn typed<T: DeserializeOwned>(json: &str) -> Result<T, (Option<String>, String)> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let path = (path != ".").then_some(path);
+        (path, without_position(e.inner()))
+    })
+}
+
+/// serde_json's message without "at line L column C", which would point inside one item.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
+impl Snapshot {
+    /// The snapshot as one `v1 List`, `SnapshotInfo` first, the form `kubectl alfred snapshot`
+    /// writes and [`Snapshot::parse`] reads back.
+    pub fn to_list(&self) -> serde_json::Value {
+        fn push<T: Serialize>(items: &mut Vec<serde_json::Value>, objects: &[T]) {
+            items.extend(objects.iter().filter_map(|o| serde_json::to_value(o).ok()));
+        }
+        let mut items = Vec::with_capacity(self.object_count() + 1);
+        if let Some(info) = &self.info {
+            let mut value = serde_json::json!({
+                "apiVersion": SNAPSHOT_INFO_API_VERSION,
+                "kind": SNAPSHOT_INFO_KIND,
+                "metadata": {"name": "snapshot"},
+            });
+            if let (Some(map), Ok(serde_json::Value::Object(fields))) =
+                (value.as_object_mut(), serde_json::to_value(info))
+            {
+                map.extend(fields);
+            }
+            items.push(value);
+        }
+        push(&mut items, &self.nodes);
+        push(&mut items, &self.persistent_volumes);
+        push(&mut items, &self.persistent_volume_claims);
+        push(&mut items, &self.config_maps);
+        push(&mut items, &self.cluster_base_models);
+        push(&mut items, &self.base_models);
+        push(&mut items, &self.cluster_serving_runtimes);
+        push(&mut items, &self.serving_runtimes);
+        push(&mut items, &self.inference_services);
+        push(&mut items, &self.inference_replicas);
+        push(&mut items, &self.pods);
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
+    }
+}
