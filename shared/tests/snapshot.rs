@@ -1,0 +1,175 @@
+//! Every input shape loads; broken inputs name the document, object and field.
+
+use alfred::snapshot::Snapshot;
+
+const NODE_JSON: &str = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"},
+  "status":{"allocatable":{"nvidia.com/gpu":"8"}}}"#;
+const POD_JSON: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","namespace":"ns"},
+  "spec":{"nodeName":"n1","containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2"}}}]}}"#;
+
+#[test]
+fn json_list() {
+    let text = format!(r#"{{"apiVersion":"v1","kind":"List","items":[{NODE_JSON},{POD_JSON}]}}"#);
+    let s = Snapshot::parse(&text).unwrap();
+    assert_eq!((s.nodes.len(), s.pods.len()), (1, 1));
+}
+
+#[test]
+fn typed_lists_single_objects_and_concatenated_json() {
+    let text = format!(r#"{{"apiVersion":"v1","kind":"NodeList","items":[{NODE_JSON}]}} {POD_JSON}"#);
+    let s = Snapshot::parse(&text).unwrap();
+    assert_eq!((s.nodes.len(), s.pods.len()), (1, 1));
+    let s = Snapshot::parse(POD_JSON).unwrap();
+    assert_eq!(s.pods[0].metadata.name.as_deref(), Some("p1"));
+}
+
+#[test]
+fn multi_document_yaml_with_mixed_kinds_and_lists() {
+    let text = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status:
+  allocatable: {nvidia.com/gpu: 8}
+---
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: ome.io/v1beta1
+  kind: InferenceService
+  metadata: {name: chat, namespace: prod}
+  spec:
+    deploymentMode: OMENative
+    engine: {minReplicas: 1}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: chat, namespace: prod}
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: d, namespace: prod}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: unrelated, namespace: prod}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: alfred-config, namespace: ome}
+  data: {config.yaml: "schemaVersion: 1"}
+---
+apiVersion: ome.io/v1beta1
+kind: InferenceReplica
+metadata: {name: chat-engine, namespace: prod}
+spec: {component: engine, replicas: 2}
+"#;
+    let s = Snapshot::parse(text).unwrap();
+    assert_eq!(s.nodes.len(), 1);
+    assert_eq!(s.inference_services.len(), 1);
+    assert_eq!(s.inference_replicas.len(), 1);
+    assert_eq!(s.config_maps.len(), 1);
+    assert!(s.config_map("alfred-config").is_some());
+    assert_eq!(s.skipped.get("Service"), Some(&1));
+    assert_eq!(s.skipped.get("Deployment"), Some(&1));
+    assert_eq!(s.skipped.get("ConfigMap"), Some(&1));
+    // An unquoted YAML number is a valid quantity, as kubectl reads it.
+    let gpus = &s.nodes[0].status.as_ref().unwrap().allocatable.as_ref().unwrap()["nvidia.com/gpu"];
+    assert_eq!(alfred::quantity::count(gpus), Some(8));
+}
+
+#[test]
+fn same_kind_in_another_group_is_skipped() {
+    let s = Snapshot::parse("apiVersion: other.io/v1\nkind: InferenceService\nmetadata: {name: x}\n").unwrap();
+    assert!(s.inference_services.is_empty());
+    assert_eq!(s.skipped.get("InferenceService"), Some(&1));
+}
+
+#[test]
+fn snapshot_round_trips_through_its_list_form() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../manifests/examples/demo-cluster.yaml"
+    ))
+    .unwrap();
+    let s = Snapshot::parse(&text).unwrap();
+    assert!(s.info.is_some());
+    let json = serde_json::to_string(&s.to_list()).unwrap();
+    let again = Snapshot::parse(&json).unwrap();
+    assert_eq!(again.object_count(), s.object_count());
+    assert_eq!(again.info, s.info);
+    assert_eq!(again.nodes, s.nodes);
+    assert_eq!(again.pods, s.pods);
+    let json = |v: &dyn erased::Json| v.json();
+    assert_eq!(json(&again.inference_services), json(&s.inference_services));
+    assert_eq!(json(&again.inference_replicas), json(&s.inference_replicas));
+}
+
+#[test]
+fn a_bad_field_names_document_object_and_path() {
+    let text = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\n\
+                apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata: {name: ok}\n\
+                - apiVersion: v1\n  kind: Pod\n  metadata: {name: p1, namespace: ns}\n  spec:\n    containers:\n    - name: c\n      resources: {limits: [1]}\n";
+    let e = Snapshot::parse(text).unwrap_err();
+    assert_eq!(e.document, 2);
+    assert_eq!(e.item, Some(1));
+    assert_eq!(e.object.as_deref(), Some("Pod ns/p1"));
+    assert_eq!(e.path.as_deref(), Some("spec.containers[0].resources.limits"));
+    let shown = e.to_string();
+    assert!(shown.starts_with("document 2, item 1 (Pod ns/p1), field spec.containers[0].resources.limits: "), "{shown}");
+}
+
+#[test]
+fn a_bad_ome_field_names_its_path() {
+    let text = "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {name: chat, namespace: prod}\n\
+                spec:\n  engine:\n    lifecycle:\n      updateStrategy: {type: Sideways}\n";
+    let e = Snapshot::parse(text).unwrap_err();
+    assert_eq!(e.object.as_deref(), Some("InferenceService prod/chat"));
+    assert_eq!(e.path.as_deref(), Some("spec.engine.lifecycle.updateStrategy.type"));
+    assert!(e.message.contains("Sideways"), "{}", e.message);
+}
+
+#[test]
+fn malformed_documents_are_errors_not_panics() {
+    let cases: &[(&str, &str)] = &[
+        ("{\"kind\": \"Node\",", "not valid JSON"),
+        ("kind: [unclosed", "not valid YAML"),
+        ("- just\n- a list\n", "expected a Kubernetes object"),
+        ("apiVersion: v1\nmetadata: {name: x}\n", "missing `kind`"),
+        ("\"a string\"", "expected a Kubernetes object"),
+        ("apiVersion: v1\nkind: Pod\nmetadata: {name: [x]}\n", "not a Kubernetes object"),
+        ("apiVersion: v1\nkind: List\nitems: [3]\n", "not a Kubernetes object"),
+        ("apiVersion: alfred.ome.io/v1alpha1\nkind: SnapshotInfo\nmetadata: {name: s}\ncapturedAt: yesterday\n", "capturedAt"),
+    ];
+    for (text, want) in cases {
+        let e = Snapshot::parse(text).unwrap_err();
+        assert!(e.to_string().contains(want), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn empty_input_is_an_empty_snapshot() {
+    assert_eq!(Snapshot::parse("").unwrap().object_count(), 0);
+    assert_eq!(Snapshot::parse("---\n").unwrap().object_count(), 0);
+}
+
+proptest::proptest! {
+    #[test]
+    fn arbitrary_text_never_panics(text in ".{0,200}") {
+        let _ = Snapshot::parse(&text);
+    }
+
+    #[test]
+    fn arbitrary_yaml_like_text_never_panics(text in "(apiVersion: v1\n|kind: (Pod|Node|List)\n|metadata: \\{name: [a-z]{1,3}\\}\n|items: \\[\\]\n|spec: [\\{\\}\\[\\]0-9a-z:, ]{0,20}\n|---\n){0,8}") {
+        let _ = Snapshot::parse(&text);
+    }
+}
+
+mod erased {
+    /// Compares custom resources through their JSON (kube's generated types have no PartialEq).
+    pub trait Json {
+        fn json(&self) -> String;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> String {
+            serde_json::to_string(self).unwrap()
+        }
+    }
+}
