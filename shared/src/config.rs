@@ -439,10 +439,12 @@ fn duration_or_default(
         return Ok(default);
     }
     if d.is_negative() || d < min {
-        return Err(invalid(format!(
-            "{key} must be >= {}, got {text}",
-            format_go_duration(min)
-        )));
+        let bound = if min <= SignedDuration::from_nanos(1) {
+            "> 0s".to_string()
+        } else {
+            format!(">= {}", format_go_duration(min))
+        };
+        return Err(invalid(format!("{key} must be {bound}, got {text}")));
     }
     if let Some(max) = max
         && d > max
