@@ -24,8 +24,18 @@ struct Kind {
 }
 
 const KINDS: &[Kind] = &[
-    Kind { what: "nodes", path: "/api/v1/nodes", required: true, install_hint: "" },
-    Kind { what: "pods", path: "/api/v1/pods", required: true, install_hint: "" },
+    Kind {
+        what: "nodes",
+        path: "/api/v1/nodes",
+        required: true,
+        install_hint: "",
+    },
+    Kind {
+        what: "pods",
+        path: "/api/v1/pods",
+        required: true,
+        install_hint: "",
+    },
     Kind {
         what: "persistentvolumes",
         path: "/api/v1/persistentvolumes",
@@ -77,7 +87,10 @@ const KINDS: &[Kind] = &[
 ];
 
 pub async fn client(args: &GlobalArgs) -> Result<Client> {
-    let options = KubeConfigOptions { context: args.context.clone(), ..Default::default() };
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
     let config = match (&args.kubeconfig, &args.context) {
         (Some(path), _) => {
             let kubeconfig = Kubeconfig::read_from(path)
@@ -119,10 +132,25 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
     }
     for name in alfred::snapshot::CONFIG_MAP_NAMES {
         let selector = format!("metadata.name={name}");
-        let kind = Kind { what: "configmaps", path: "/api/v1/configmaps", required: true, install_hint: "" };
-        list_pages(&client, &kind, Some(&selector), &mut snapshot, &mut document).await?;
+        let kind = Kind {
+            what: "configmaps",
+            path: "/api/v1/configmaps",
+            required: true,
+            install_hint: "",
+        };
+        list_pages(
+            &client,
+            &kind,
+            Some(&selector),
+            &mut snapshot,
+            &mut document,
+        )
+        .await?;
     }
-    snapshot.info = Some(SnapshotInfo { captured_at, source: args.context.clone() });
+    snapshot.info = Some(SnapshotInfo {
+        captured_at,
+        source: args.context.clone(),
+    });
     Ok(snapshot)
 }
 
@@ -168,7 +196,11 @@ async fn list_pages(
             .map_err(|e| anyhow!("reading {} (page {page}): {e}", kind.what))?;
         let meta: ListMeta = serde_json::from_str(&text)
             .with_context(|| format!("reading the list metadata of {}", kind.what))?;
-        match meta.metadata.and_then(|m| m.continue_).filter(|c| !c.is_empty()) {
+        match meta
+            .metadata
+            .and_then(|m| m.continue_)
+            .filter(|c| !c.is_empty())
+        {
             Some(token) => {
                 params = params.continue_token(&token);
                 page += 1;

@@ -67,7 +67,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -94,7 +97,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Snapshot => {
             if cli.global.file.is_some() {
-                anyhow::bail!("snapshot reads the live cluster; drop -f (the file already is a snapshot)");
+                anyhow::bail!(
+                    "snapshot reads the live cluster; drop -f (the file already is a snapshot)"
+                );
             }
             let snapshot = live::read_snapshot(&cli.global).await?;
             render::snapshot(&snapshot, cli.global.output)?;

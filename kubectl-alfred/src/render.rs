@@ -65,8 +65,12 @@ pub fn pools(reports: &[PoolReport], output: Output) -> Result<()> {
         );
     }
     println!();
-    println!("█ used GPU  ░ free GPU; nodes marked unhealthy, unknown, suspect, maintenance, cordoned,");
-    println!("scale-down or preemptible take no new pods from Alfred and are left out of the free block.");
+    println!(
+        "█ used GPU  ░ free GPU; nodes marked unhealthy, unknown, suspect, maintenance, cordoned,"
+    );
+    println!(
+        "scale-down or preemptible take no new pods from Alfred and are left out of the free block."
+    );
     Ok(())
 }
 

@@ -31,12 +31,19 @@ pub async fn load(args: &GlobalArgs) -> Result<Input> {
     };
     let config = load_config(args.config.as_deref(), &snapshot)?;
     let now = match args.now.as_deref() {
-        Some(text) => text
-            .parse::<Timestamp>()
-            .with_context(|| format!("--now {text:?} is not an RFC 3339 time such as 2026-09-28T10:15:00Z"))?,
-        None => snapshot.info.as_ref().map_or_else(Timestamp::now, |i| i.captured_at),
+        Some(text) => text.parse::<Timestamp>().with_context(|| {
+            format!("--now {text:?} is not an RFC 3339 time such as 2026-09-28T10:15:00Z")
+        })?,
+        None => snapshot
+            .info
+            .as_ref()
+            .map_or_else(Timestamp::now, |i| i.captured_at),
     };
-    Ok(Input { snapshot, config, now })
+    Ok(Input {
+        snapshot,
+        config,
+        now,
+    })
 }
 
 pub fn read_file(path: &str) -> Result<Snapshot> {
@@ -54,8 +61,15 @@ pub fn read_file(path: &str) -> Result<Snapshot> {
         anyhow!("{name}: {e}\nfix or remove that object; the file must be `kubectl get -o yaml|json` output")
     })?;
     if !snapshot.skipped.is_empty() {
-        let kinds: Vec<String> = snapshot.skipped.iter().map(|(k, n)| format!("{k} ({n})")).collect();
-        eprintln!("note: skipped objects of kinds Alfred does not read: {}", kinds.join(", "));
+        let kinds: Vec<String> = snapshot
+            .skipped
+            .iter()
+            .map(|(k, n)| format!("{k} ({n})"))
+            .collect();
+        eprintln!(
+            "note: skipped objects of kinds Alfred does not read: {}",
+            kinds.join(", ")
+        );
     }
     Ok(snapshot)
 }
@@ -63,7 +77,8 @@ pub fn read_file(path: &str) -> Result<Snapshot> {
 /// `--config FILE`, else the `alfred-config` ConfigMap in the snapshot, else the defaults.
 fn load_config(path: Option<&str>, snapshot: &Snapshot) -> Result<Config> {
     if let Some(path) = path {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading config file {path}"))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading config file {path}"))?;
         return Config::parse(&text).map_err(|e| anyhow!("config file {path}: {e}"));
     }
     let Some(cm) = snapshot.config_map(CONFIG_MAP_NAME) else {
@@ -73,6 +88,11 @@ fn load_config(path: Option<&str>, snapshot: &Snapshot) -> Result<Config> {
         .data
         .as_ref()
         .and_then(|d| d.get(CONFIG_MAP_KEY))
-        .ok_or_else(|| anyhow!("ConfigMap {CONFIG_MAP_NAME} has no key {CONFIG_MAP_KEY}; add it or pass --config"))?;
-    Config::parse(text).map_err(|e| anyhow!("ConfigMap {CONFIG_MAP_NAME} key {CONFIG_MAP_KEY}: {e}"))
+        .ok_or_else(|| {
+            anyhow!(
+                "ConfigMap {CONFIG_MAP_NAME} has no key {CONFIG_MAP_KEY}; add it or pass --config"
+            )
+        })?;
+    Config::parse(text)
+        .map_err(|e| anyhow!("ConfigMap {CONFIG_MAP_NAME} key {CONFIG_MAP_KEY}: {e}"))
 }

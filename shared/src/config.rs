@@ -725,7 +725,7 @@ fn resolve_size_prior(
                 "{K} key {key:?} is not a size in sizeLadder {ladder:?}"
             )));
         }
-        if !(*weight >= 0.0) || !weight.is_finite() {
+        if weight.is_nan() || *weight < 0.0 || !weight.is_finite() {
             return Err(invalid(format!("{K}[{key:?}] must be >= 0, got {weight}")));
         }
         prior.insert(size, *weight);

@@ -62,7 +62,7 @@ pub fn format_go_duration(d: SignedDuration) -> String {
     let sign = if total < 0 { "-" } else { "" };
     let total = total.unsigned_abs();
     if total < 1_000_000_000 {
-        return if total % 1_000_000 == 0 {
+        return if total.is_multiple_of(1_000_000) {
             format!("{sign}{}ms", total / 1_000_000)
         } else {
             format!("{sign}{}ns", total)

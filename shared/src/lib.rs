@@ -8,6 +8,6 @@ pub mod duration;
 pub mod health;
 pub mod mode;
 pub mod names;
+pub mod pools;
 pub mod quantity;
 pub mod snapshot;
-pub mod pools;

@@ -86,8 +86,8 @@ pub fn pool_reports(cluster: &Cluster<'_>, avoid_preemptible: bool) -> Vec<PoolR
                         used: n.gpu_used.min(n.gpu_total),
                         free: n.gpu_free,
                         markers: node_markers(n),
-                        schedulable: !n.unavailable_as_target()
-                            && !(avoid_preemptible && n.preemptible),
+                        schedulable: !(n.unavailable_as_target()
+                            || (avoid_preemptible && n.preemptible)),
                     }
                 })
                 .collect();
@@ -100,7 +100,11 @@ pub fn pool_reports(cluster: &Cluster<'_>, avoid_preemptible: bool) -> Vec<PoolR
                 schedulable_free: schedulable.clone().map(|n| n.free).sum(),
                 largest_free_block: schedulable.map(|n| n.free).max().unwrap_or(0),
             };
-            PoolReport { pool: pool.name.clone(), nodes, totals }
+            PoolReport {
+                pool: pool.name.clone(),
+                nodes,
+                totals,
+            }
         })
         .collect()
 }

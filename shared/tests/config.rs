@@ -23,14 +23,23 @@ fn every_default() {
     assert_eq!(c.mode, Mode::RecommendOnly);
     assert_eq!(c.decision_loop_interval, SignedDuration::from_mins(5));
     assert_eq!(c.observation_loop_interval, SignedDuration::from_secs(30));
-    assert_eq!(c.early_tick_on, vec![EarlyTick::NodeConditionChange, EarlyTick::NodeMaintenanceChange]);
+    assert_eq!(
+        c.early_tick_on,
+        vec![
+            EarlyTick::NodeConditionChange,
+            EarlyTick::NodeMaintenanceChange
+        ]
+    );
     let d = &c.defragmentation;
     assert!(d.enabled);
     assert_eq!(d.fragmentation_threshold, 0.25);
     assert_eq!(d.aggressiveness, Aggressiveness::Balanced);
     assert_eq!(d.size_ladder, vec![1, 2, 4, 8]);
     assert_eq!(d.demand_blend_lambda, 0.3);
-    assert_eq!(d.size_prior, BTreeMap::from([(1, 0.1), (2, 0.1), (4, 0.2), (8, 0.6)]));
+    assert_eq!(
+        d.size_prior,
+        BTreeMap::from([(1, 0.1), (2, 0.1), (4, 0.2), (8, 0.6)])
+    );
     assert_eq!(d.pending_urgency_tau_minutes, 30);
     let h = &c.node_health;
     assert!(h.enabled);
@@ -57,14 +66,20 @@ fn every_default() {
     assert!(c.spot_policy.prefer_as_source);
     assert_eq!(
         c.spot_policy.preemptible_labels,
-        vec!["node.kubernetes.io/preemptible", "cloud.google.com/gke-preemptible"]
+        vec![
+            "node.kubernetes.io/preemptible",
+            "cloud.google.com/gke-preemptible"
+        ]
     );
     assert!(c.allow_cross_tenant_optimization);
     assert_eq!(c.log_level, "info");
     assert!(c.structured_logging);
     assert!(c.scheduling_profiles.is_empty());
     assert_eq!(c.migration.api_version, None);
-    assert_eq!(c.migration.acknowledgement_timeout, SignedDuration::from_mins(2));
+    assert_eq!(
+        c.migration.acknowledgement_timeout,
+        SignedDuration::from_mins(2)
+    );
     assert_eq!(c.migration.failure_backoff, SignedDuration::from_mins(5));
     assert!(!c.migration_api_available());
 }
@@ -87,10 +102,14 @@ fn zero_means_default_for_integers_and_durations_but_not_numbers_or_bools() {
 
 #[test]
 fn lists_empty_versus_absent() {
-    let c = parse("schemaVersion: 1\nearlyTickOn: []\nspotPolicy: {preemptibleLabels: []}\n").unwrap();
+    let c =
+        parse("schemaVersion: 1\nearlyTickOn: []\nspotPolicy: {preemptibleLabels: []}\n").unwrap();
     assert!(c.early_tick_on.is_empty());
     assert!(c.spot_policy.preemptible_labels.is_empty());
-    let c = parse("schemaVersion: 1\nearlyTickOn: null\npolicies: {nodeHealth: {triggerConditions: []}}\n").unwrap();
+    let c = parse(
+        "schemaVersion: 1\nearlyTickOn: null\npolicies: {nodeHealth: {triggerConditions: []}}\n",
+    )
+    .unwrap();
     assert_eq!(c.early_tick_on.len(), 2);
     assert_eq!(c.node_health.trigger_conditions, vec!["GpuUnhealthy"]);
 }
@@ -132,12 +151,31 @@ migration: {apiVersion: v1, acknowledgementTimeout: 90s}
     assert_eq!(c.node_health.maintenance_triggers.len(), 3);
     assert_eq!(
         c.node_health.maintenance_triggers[0].matcher,
-        TriggerMatcher::Label { key: "maintenance.example.com/state".into(), value: Some("patching".into()) }
+        TriggerMatcher::Label {
+            key: "maintenance.example.com/state".into(),
+            value: Some("patching".into())
+        }
     );
-    assert_eq!(c.maintenance_windows[0].days.iter().copied().collect::<Vec<_>>(), vec![5, 6]);
-    assert_eq!((c.maintenance_windows[0].start_minute, c.maintenance_windows[0].end_minute), (60, 300));
+    assert_eq!(
+        c.maintenance_windows[0]
+            .days
+            .iter()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![5, 6]
+    );
+    assert_eq!(
+        (
+            c.maintenance_windows[0].start_minute,
+            c.maintenance_windows[0].end_minute
+        ),
+        (60, 300)
+    );
     assert!(c.scheduling_profiles["ome-scheduler"].gang_scheduling);
-    assert_eq!(c.migration.acknowledgement_timeout, SignedDuration::from_secs(90));
+    assert_eq!(
+        c.migration.acknowledgement_timeout,
+        SignedDuration::from_secs(90)
+    );
 }
 
 #[test]
@@ -150,10 +188,18 @@ fn size_prior_is_normalised() {
 #[test]
 fn parse_errors() {
     assert!(invalid("schemaVersion: 1\nbogus: 1\n").starts_with("parse config.yaml: "));
-    assert!(invalid("schemaVersion: 1\npolicies: {defragmentation: {enabeld: true}}\n").contains("enabeld"));
+    assert!(
+        invalid("schemaVersion: 1\npolicies: {defragmentation: {enabeld: true}}\n")
+            .contains("enabeld")
+    );
     assert!(invalid("schemaVersion: 1\nschemaVersion: 1\n").starts_with("parse config.yaml: "));
-    assert!(invalid("schemaVersion: 1\ndefaultMovable: maybe\n").starts_with("parse config.yaml: "));
-    assert!(invalid("schemaVersion: 1\nmaxInFlightMigrations: three\n").starts_with("parse config.yaml: "));
+    assert!(
+        invalid("schemaVersion: 1\ndefaultMovable: maybe\n").starts_with("parse config.yaml: ")
+    );
+    assert!(
+        invalid("schemaVersion: 1\nmaxInFlightMigrations: three\n")
+            .starts_with("parse config.yaml: ")
+    );
     assert!(invalid("- a\n").starts_with("parse config.yaml: "));
 }
 
@@ -161,101 +207,241 @@ fn parse_errors() {
 fn every_validation_rule() {
     let cases: &[(&str, &str)] = &[
         ("mode: execute\n", "schemaVersion is required and must be 1"),
-        ("schemaVersion: 2\n", "unsupported schemaVersion 2 (supported: 1)"),
-        ("schemaVersion: 1\nmode: fast\n", "mode must be one of recommend-only, execute, got \"fast\""),
-        ("schemaVersion: 1\ndecisionLoopInterval: 500ms\n", "decisionLoopInterval must be >= 1s, got 500ms"),
-        ("schemaVersion: 1\ndecisionLoopInterval: -5m\n", "decisionLoopInterval must be >= 1s, got -5m"),
-        ("schemaVersion: 1\nobservationLoopInterval: soon\n", "observationLoopInterval: invalid duration \"soon\""),
-        ("schemaVersion: 1\nearlyTickOn: [NodeAdded]\n", "earlyTickOn entries must be NodeConditionChange or NodeMaintenanceChange, got \"NodeAdded\""),
-        ("schemaVersion: 1\nearlyTickOn: [NodeConditionChange, NodeConditionChange]\n", "earlyTickOn lists NodeConditionChange twice"),
-        ("schemaVersion: 1\npolicies: {defragmentation: {fragmentationThreshold: 1.5}}\n",
-         "policies.defragmentation.fragmentationThreshold must be in [0, 1], got 1.5"),
-        ("schemaVersion: 1\npolicies: {defragmentation: {aggressiveness: wild}}\n",
-         "policies.defragmentation.aggressiveness must be one of conservative, balanced, aggressive, got \"wild\""),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizeLadder: [1, 0]}}}\n",
-         "policies.defragmentation.scoring.sizeLadder[1] must be a positive number of GPUs, got 0"),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizeLadder: [1, 4, 2]}}}\n",
-         "sizeLadder must be strictly ascending without duplicates, got 2 after 4"),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizeLadder: [1, 2, 2]}}}\n",
-         "sizeLadder must be strictly ascending without duplicates, got 2 after 2"),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {demandBlendLambda: -0.1}}}\n",
-         "policies.defragmentation.scoring.demandBlendLambda must be in [0, 1], got -0.1"),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"08\": 1}}}}\n",
-         "sizePrior keys must be positive whole numbers written plainly (like \"8\"), got \"08\""),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"+8\": 1}}}}\n", "got \"+8\""),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"8x\": 1}}}}\n", "got \"8x\""),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"0\": 1}}}}\n", "got \"0\""),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"16\": 1}}}}\n",
-         "sizePrior key \"16\" is not a size in sizeLadder [1, 2, 4, 8]"),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"8\": -1, \"4\": 2}}}}\n",
-         "sizePrior[\"8\"] must be >= 0, got -1"),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"8\": 0.5}}}}\n",
-         "sizePrior weights must sum to 1 (within 0.01), got 0.5"),
-        ("schemaVersion: 1\npolicies: {defragmentation: {scoring: {pendingUrgencyTauMinutes: -1}}}\n",
-         "policies.defragmentation.scoring.pendingUrgencyTauMinutes must be > 0 (0 means the default 30), got -1"),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {aggressiveness: x}}\n",
-         "policies.nodeHealth.aggressiveness must be one of conservative, balanced, aggressive, got \"x\""),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {triggerConditions: [\"Gpu Unhealthy\"]}}\n",
-         "policies.nodeHealth.triggerConditions[0] must be a condition type (a Kubernetes qualified name), got \"Gpu Unhealthy\""),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {triggerConditions: [A, A]}}\n",
-         "policies.nodeHealth.triggerConditions lists \"A\" twice"),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {healthCooldownFloorMinutes: -5}}\n",
-         "policies.nodeHealth.healthCooldownFloorMinutes must be > 0 (0 means the default 5), got -5"),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {nodeSuspicionWindowMinutes: -1}}\n",
-         "policies.nodeHealth.nodeSuspicionWindowMinutes must be > 0 (0 means the default 30), got -1"),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: \" x\", label: {key: a}}]}}}\n",
-         "policies.nodeHealth.maintenance.triggers[0].name must be non-empty without leading or trailing spaces, got \" x\""),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{label: {key: a}}]}}}\n",
-         "triggers[0].name must be non-empty"),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x}]}}}\n",
-         "policies.nodeHealth.maintenance.triggers[0] must set exactly one of condition, label or taint, got 0"),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, label: {key: a}, taint: {key: b}}]}}}\n",
-         "must set exactly one of condition, label or taint, got 2"),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, label: {key: a}}, {name: x, label: {key: b}}]}}}\n",
-         "policies.nodeHealth.maintenance.triggers[1].name \"x\" is already used by another trigger; names must be unique"),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, label: {key: a}}, {name: y, label: {key: a}}]}}}\n",
-         "policies.nodeHealth.maintenance.triggers[1] matches exactly what trigger \"x\" matches; remove one of them"),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, condition: {type: Drain, status: yes}}]}}}\n",
-         "triggers[0].condition.status must be one of True, False, Unknown, got \"yes\""),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, condition: {status: \"True\"}}]}}}\n",
-         "triggers[0].condition.type must be a Kubernetes qualified name, got \"\""),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, label: {key: \"a b\"}}]}}}\n",
-         "triggers[0].label.key must be a Kubernetes qualified name, got \"a b\""),
-        ("schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, taint: {key: t, effect: Evict}}]}}}\n",
-         "triggers[0].taint.effect must be one of NoSchedule, PreferNoSchedule, NoExecute, got \"Evict\""),
-        ("schemaVersion: 1\nrecentPlacementCooldownMinutes: -1\n", "recentPlacementCooldownMinutes must be > 0 (0 means the default 10), got -1"),
-        ("schemaVersion: 1\nperWorkloadCooldownMinutes: -1\n", "perWorkloadCooldownMinutes must be > 0 (0 means the default 30), got -1"),
-        ("schemaVersion: 1\nperNodeCooldownMinutes: -1\n", "perNodeCooldownMinutes must be > 0 (0 means the default 10), got -1"),
-        ("schemaVersion: 1\nrecommendationsConfigMapName: Bad_Name\n", "recommendationsConfigMapName must be a DNS-1123 subdomain, got \"Bad_Name\""),
-        ("schemaVersion: 1\nmaxInFlightMigrations: -3\n", "maxInFlightMigrations must be > 0 (0 means the default 3), got -3"),
-        ("schemaVersion: 1\nmaxMigrationsPerHour: -1\n", "maxMigrationsPerHour must be > 0 (0 means the default 10), got -1"),
-        ("schemaVersion: 1\nemergencyPendingAgeMinutes: -1\n", "emergencyPendingAgeMinutes must be > 0 (0 means the default 10), got -1"),
-        ("schemaVersion: 1\nmaintenanceWindows: [{days: [], start: \"01:00\", end: \"02:00\"}]\n", "maintenanceWindows[0].days must list at least one of Mon..Sun"),
-        ("schemaVersion: 1\nmaintenanceWindows: [{days: [Sunday], start: \"01:00\", end: \"02:00\"}]\n",
-         "maintenanceWindows[0].days must be among Mon, Tue, Wed, Thu, Fri, Sat, Sun, got \"Sunday\""),
-        ("schemaVersion: 1\nmaintenanceWindows: [{days: [Sat], start: \"1:00\", end: \"02:00\"}]\n",
-         "maintenanceWindows[0].start must be a UTC time HH:MM (like \"01:00\"), got \"1:00\""),
-        ("schemaVersion: 1\nmaintenanceWindows: [{days: [Sat], start: \"01:00\", end: \"24:00\"}]\n", "maintenanceWindows[0].end must be a UTC time HH:MM"),
-        ("schemaVersion: 1\nmaintenanceWindows: [{days: [Sat], start: \"23:00\", end: \"01:00\"}]\n",
-         "maintenanceWindows[0]: start must come before end (a window cannot cross midnight; split it in two), got 23:00 to 01:00"),
-        ("schemaVersion: 1\nmaintenanceWindows: [{days: [Sat], start: \"01:00\", end: \"01:00\"}]\n", "start must come before end"),
-        ("schemaVersion: 1\nspotPolicy: {preemptibleLabels: [\"not a label\"]}\n",
-         "spotPolicy.preemptibleLabels[0] must be a label key (a Kubernetes qualified name), got \"not a label\""),
-        ("schemaVersion: 1\nscheduling: {profiles: {Bad_Name: {backend: b, schedulerVersion: v, configurationID: c}}}\n",
-         "scheduling.profiles key \"Bad_Name\" must be a DNS-1123 subdomain (a scheduler name)"),
-        ("schemaVersion: 1\nscheduling: {profiles: {ome: {schedulerVersion: v, configurationID: c}}}\n",
-         "scheduling.profiles[\"ome\"].backend is required, non-blank, without surrounding spaces, got \"\""),
-        ("schemaVersion: 1\nscheduling: {profiles: {ome: {backend: b, schedulerVersion: \" v\", configurationID: c}}}\n",
-         "scheduling.profiles[\"ome\"].schedulerVersion is required, non-blank, without surrounding spaces, got \" v\""),
-        ("schemaVersion: 1\nscheduling: {profiles: {ome: {backend: b, schedulerVersion: v, configurationID: \"  \"}}}\n",
-         "scheduling.profiles[\"ome\"].configurationID is required"),
-        ("schemaVersion: 1\nmigration: {apiVersion: v2}\n", "migration.apiVersion must be empty or \"v1\", got \"v2\""),
-        ("schemaVersion: 1\nmigration: {acknowledgementTimeout: 2h}\n", "migration.acknowledgementTimeout must be <= 1h0m0s, got 2h"),
-        ("schemaVersion: 1\nmigration: {failureBackoff: -1m}\n", "migration.failureBackoff must be > 0s, got -1m"),
+        (
+            "schemaVersion: 2\n",
+            "unsupported schemaVersion 2 (supported: 1)",
+        ),
+        (
+            "schemaVersion: 1\nmode: fast\n",
+            "mode must be one of recommend-only, execute, got \"fast\"",
+        ),
+        (
+            "schemaVersion: 1\ndecisionLoopInterval: 500ms\n",
+            "decisionLoopInterval must be >= 1s, got 500ms",
+        ),
+        (
+            "schemaVersion: 1\ndecisionLoopInterval: -5m\n",
+            "decisionLoopInterval must be >= 1s, got -5m",
+        ),
+        (
+            "schemaVersion: 1\nobservationLoopInterval: soon\n",
+            "observationLoopInterval: invalid duration \"soon\"",
+        ),
+        (
+            "schemaVersion: 1\nearlyTickOn: [NodeAdded]\n",
+            "earlyTickOn entries must be NodeConditionChange or NodeMaintenanceChange, got \"NodeAdded\"",
+        ),
+        (
+            "schemaVersion: 1\nearlyTickOn: [NodeConditionChange, NodeConditionChange]\n",
+            "earlyTickOn lists NodeConditionChange twice",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {fragmentationThreshold: 1.5}}\n",
+            "policies.defragmentation.fragmentationThreshold must be in [0, 1], got 1.5",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {aggressiveness: wild}}\n",
+            "policies.defragmentation.aggressiveness must be one of conservative, balanced, aggressive, got \"wild\"",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizeLadder: [1, 0]}}}\n",
+            "policies.defragmentation.scoring.sizeLadder[1] must be a positive number of GPUs, got 0",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizeLadder: [1, 4, 2]}}}\n",
+            "sizeLadder must be strictly ascending without duplicates, got 2 after 4",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizeLadder: [1, 2, 2]}}}\n",
+            "sizeLadder must be strictly ascending without duplicates, got 2 after 2",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {demandBlendLambda: -0.1}}}\n",
+            "policies.defragmentation.scoring.demandBlendLambda must be in [0, 1], got -0.1",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"08\": 1}}}}\n",
+            "sizePrior keys must be positive whole numbers written plainly (like \"8\"), got \"08\"",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"+8\": 1}}}}\n",
+            "got \"+8\"",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"8x\": 1}}}}\n",
+            "got \"8x\"",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"0\": 1}}}}\n",
+            "got \"0\"",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"16\": 1}}}}\n",
+            "sizePrior key \"16\" is not a size in sizeLadder [1, 2, 4, 8]",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"8\": -1, \"4\": 2}}}}\n",
+            "sizePrior[\"8\"] must be >= 0, got -1",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {sizePrior: {\"8\": 0.5}}}}\n",
+            "sizePrior weights must sum to 1 (within 0.01), got 0.5",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {defragmentation: {scoring: {pendingUrgencyTauMinutes: -1}}}\n",
+            "policies.defragmentation.scoring.pendingUrgencyTauMinutes must be > 0 (0 means the default 30), got -1",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {aggressiveness: x}}\n",
+            "policies.nodeHealth.aggressiveness must be one of conservative, balanced, aggressive, got \"x\"",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {triggerConditions: [\"Gpu Unhealthy\"]}}\n",
+            "policies.nodeHealth.triggerConditions[0] must be a condition type (a Kubernetes qualified name), got \"Gpu Unhealthy\"",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {triggerConditions: [A, A]}}\n",
+            "policies.nodeHealth.triggerConditions lists \"A\" twice",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {healthCooldownFloorMinutes: -5}}\n",
+            "policies.nodeHealth.healthCooldownFloorMinutes must be > 0 (0 means the default 5), got -5",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {nodeSuspicionWindowMinutes: -1}}\n",
+            "policies.nodeHealth.nodeSuspicionWindowMinutes must be > 0 (0 means the default 30), got -1",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: \" x\", label: {key: a}}]}}}\n",
+            "policies.nodeHealth.maintenance.triggers[0].name must be non-empty without leading or trailing spaces, got \" x\"",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{label: {key: a}}]}}}\n",
+            "triggers[0].name must be non-empty",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x}]}}}\n",
+            "policies.nodeHealth.maintenance.triggers[0] must set exactly one of condition, label or taint, got 0",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, label: {key: a}, taint: {key: b}}]}}}\n",
+            "must set exactly one of condition, label or taint, got 2",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, label: {key: a}}, {name: x, label: {key: b}}]}}}\n",
+            "policies.nodeHealth.maintenance.triggers[1].name \"x\" is already used by another trigger; names must be unique",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, label: {key: a}}, {name: y, label: {key: a}}]}}}\n",
+            "policies.nodeHealth.maintenance.triggers[1] matches exactly what trigger \"x\" matches; remove one of them",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, condition: {type: Drain, status: yes}}]}}}\n",
+            "triggers[0].condition.status must be one of True, False, Unknown, got \"yes\"",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, condition: {status: \"True\"}}]}}}\n",
+            "triggers[0].condition.type must be a Kubernetes qualified name, got \"\"",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, label: {key: \"a b\"}}]}}}\n",
+            "triggers[0].label.key must be a Kubernetes qualified name, got \"a b\"",
+        ),
+        (
+            "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: x, taint: {key: t, effect: Evict}}]}}}\n",
+            "triggers[0].taint.effect must be one of NoSchedule, PreferNoSchedule, NoExecute, got \"Evict\"",
+        ),
+        (
+            "schemaVersion: 1\nrecentPlacementCooldownMinutes: -1\n",
+            "recentPlacementCooldownMinutes must be > 0 (0 means the default 10), got -1",
+        ),
+        (
+            "schemaVersion: 1\nperWorkloadCooldownMinutes: -1\n",
+            "perWorkloadCooldownMinutes must be > 0 (0 means the default 30), got -1",
+        ),
+        (
+            "schemaVersion: 1\nperNodeCooldownMinutes: -1\n",
+            "perNodeCooldownMinutes must be > 0 (0 means the default 10), got -1",
+        ),
+        (
+            "schemaVersion: 1\nrecommendationsConfigMapName: Bad_Name\n",
+            "recommendationsConfigMapName must be a DNS-1123 subdomain, got \"Bad_Name\"",
+        ),
+        (
+            "schemaVersion: 1\nmaxInFlightMigrations: -3\n",
+            "maxInFlightMigrations must be > 0 (0 means the default 3), got -3",
+        ),
+        (
+            "schemaVersion: 1\nmaxMigrationsPerHour: -1\n",
+            "maxMigrationsPerHour must be > 0 (0 means the default 10), got -1",
+        ),
+        (
+            "schemaVersion: 1\nemergencyPendingAgeMinutes: -1\n",
+            "emergencyPendingAgeMinutes must be > 0 (0 means the default 10), got -1",
+        ),
+        (
+            "schemaVersion: 1\nmaintenanceWindows: [{days: [], start: \"01:00\", end: \"02:00\"}]\n",
+            "maintenanceWindows[0].days must list at least one of Mon..Sun",
+        ),
+        (
+            "schemaVersion: 1\nmaintenanceWindows: [{days: [Sunday], start: \"01:00\", end: \"02:00\"}]\n",
+            "maintenanceWindows[0].days must be among Mon, Tue, Wed, Thu, Fri, Sat, Sun, got \"Sunday\"",
+        ),
+        (
+            "schemaVersion: 1\nmaintenanceWindows: [{days: [Sat], start: \"1:00\", end: \"02:00\"}]\n",
+            "maintenanceWindows[0].start must be a UTC time HH:MM (like \"01:00\"), got \"1:00\"",
+        ),
+        (
+            "schemaVersion: 1\nmaintenanceWindows: [{days: [Sat], start: \"01:00\", end: \"24:00\"}]\n",
+            "maintenanceWindows[0].end must be a UTC time HH:MM",
+        ),
+        (
+            "schemaVersion: 1\nmaintenanceWindows: [{days: [Sat], start: \"23:00\", end: \"01:00\"}]\n",
+            "maintenanceWindows[0]: start must come before end (a window cannot cross midnight; split it in two), got 23:00 to 01:00",
+        ),
+        (
+            "schemaVersion: 1\nmaintenanceWindows: [{days: [Sat], start: \"01:00\", end: \"01:00\"}]\n",
+            "start must come before end",
+        ),
+        (
+            "schemaVersion: 1\nspotPolicy: {preemptibleLabels: [\"not a label\"]}\n",
+            "spotPolicy.preemptibleLabels[0] must be a label key (a Kubernetes qualified name), got \"not a label\"",
+        ),
+        (
+            "schemaVersion: 1\nscheduling: {profiles: {Bad_Name: {backend: b, schedulerVersion: v, configurationID: c}}}\n",
+            "scheduling.profiles key \"Bad_Name\" must be a DNS-1123 subdomain (a scheduler name)",
+        ),
+        (
+            "schemaVersion: 1\nscheduling: {profiles: {ome: {schedulerVersion: v, configurationID: c}}}\n",
+            "scheduling.profiles[\"ome\"].backend is required, non-blank, without surrounding spaces, got \"\"",
+        ),
+        (
+            "schemaVersion: 1\nscheduling: {profiles: {ome: {backend: b, schedulerVersion: \" v\", configurationID: c}}}\n",
+            "scheduling.profiles[\"ome\"].schedulerVersion is required, non-blank, without surrounding spaces, got \" v\"",
+        ),
+        (
+            "schemaVersion: 1\nscheduling: {profiles: {ome: {backend: b, schedulerVersion: v, configurationID: \"  \"}}}\n",
+            "scheduling.profiles[\"ome\"].configurationID is required",
+        ),
+        (
+            "schemaVersion: 1\nmigration: {apiVersion: v2}\n",
+            "migration.apiVersion must be empty or \"v1\", got \"v2\"",
+        ),
+        (
+            "schemaVersion: 1\nmigration: {acknowledgementTimeout: 2h}\n",
+            "migration.acknowledgementTimeout must be <= 1h0m0s, got 2h",
+        ),
+        (
+            "schemaVersion: 1\nmigration: {failureBackoff: -1m}\n",
+            "migration.failureBackoff must be > 0s, got -1m",
+        ),
     ];
     for (text, want) in cases {
         let got = invalid(text);
-        assert!(got.contains(want), "for {text:?}\n want: {want}\n  got: {got}");
+        assert!(
+            got.contains(want),
+            "for {text:?}\n want: {want}\n  got: {got}"
+        );
     }
 }
 

@@ -32,6 +32,9 @@ fn crds_carry_the_schema_checks() {
     assert!(irep.contains("labelSelectorPath: .status.labelSelector"));
     assert!(irep.contains("component is immutable"));
     for file in ["basemodels.yaml", "clusterbasemodels.yaml"] {
-        assert!(yaml(file).contains(alfred::api::crds::OME_OWNED_ANNOTATION), "{file} is marked as OME's");
+        assert!(
+            yaml(file).contains(alfred::api::crds::OME_OWNED_ANNOTATION),
+            "{file} is marked as OME's"
+        );
     }
 }

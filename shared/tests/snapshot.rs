@@ -16,7 +16,8 @@ fn json_list() {
 
 #[test]
 fn typed_lists_single_objects_and_concatenated_json() {
-    let text = format!(r#"{{"apiVersion":"v1","kind":"NodeList","items":[{NODE_JSON}]}} {POD_JSON}"#);
+    let text =
+        format!(r#"{{"apiVersion":"v1","kind":"NodeList","items":[{NODE_JSON}]}} {POD_JSON}"#);
     let s = Snapshot::parse(&text).unwrap();
     assert_eq!((s.nodes.len(), s.pods.len()), (1, 1));
     let s = Snapshot::parse(POD_JSON).unwrap();
@@ -71,13 +72,21 @@ spec: {component: engine, replicas: 2}
     assert_eq!(s.skipped.get("Deployment"), Some(&1));
     assert_eq!(s.skipped.get("ConfigMap"), Some(&1));
     // An unquoted YAML number is a valid quantity, as kubectl reads it.
-    let gpus = &s.nodes[0].status.as_ref().unwrap().allocatable.as_ref().unwrap()["nvidia.com/gpu"];
+    let gpus = &s.nodes[0]
+        .status
+        .as_ref()
+        .unwrap()
+        .allocatable
+        .as_ref()
+        .unwrap()["nvidia.com/gpu"];
     assert_eq!(alfred::quantity::count(gpus), Some(8));
 }
 
 #[test]
 fn same_kind_in_another_group_is_skipped() {
-    let s = Snapshot::parse("apiVersion: other.io/v1\nkind: InferenceService\nmetadata: {name: x}\n").unwrap();
+    let s =
+        Snapshot::parse("apiVersion: other.io/v1\nkind: InferenceService\nmetadata: {name: x}\n")
+            .unwrap();
     assert!(s.inference_services.is_empty());
     assert_eq!(s.skipped.get("InferenceService"), Some(&1));
 }
@@ -111,9 +120,17 @@ fn a_bad_field_names_document_object_and_path() {
     assert_eq!(e.document, 2);
     assert_eq!(e.item, Some(1));
     assert_eq!(e.object.as_deref(), Some("Pod ns/p1"));
-    assert_eq!(e.path.as_deref(), Some("spec.containers[0].resources.limits"));
+    assert_eq!(
+        e.path.as_deref(),
+        Some("spec.containers[0].resources.limits")
+    );
     let shown = e.to_string();
-    assert!(shown.starts_with("document 2, item 1 (Pod ns/p1), field spec.containers[0].resources.limits: "), "{shown}");
+    assert!(
+        shown.starts_with(
+            "document 2, item 1 (Pod ns/p1), field spec.containers[0].resources.limits: "
+        ),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -122,7 +139,10 @@ fn a_bad_ome_field_names_its_path() {
                 spec:\n  engine:\n    lifecycle:\n      updateStrategy: {type: Sideways}\n";
     let e = Snapshot::parse(text).unwrap_err();
     assert_eq!(e.object.as_deref(), Some("InferenceService prod/chat"));
-    assert_eq!(e.path.as_deref(), Some("spec.engine.lifecycle.updateStrategy.type"));
+    assert_eq!(
+        e.path.as_deref(),
+        Some("spec.engine.lifecycle.updateStrategy.type")
+    );
     assert!(e.message.contains("Sideways"), "{}", e.message);
 }
 
@@ -134,9 +154,18 @@ fn malformed_documents_are_errors_not_panics() {
         ("- just\n- a list\n", "expected a Kubernetes object"),
         ("apiVersion: v1\nmetadata: {name: x}\n", "missing `kind`"),
         ("\"a string\"", "expected a Kubernetes object"),
-        ("apiVersion: v1\nkind: Pod\nmetadata: {name: [x]}\n", "not a Kubernetes object"),
-        ("apiVersion: v1\nkind: List\nitems: [3]\n", "not a Kubernetes object"),
-        ("apiVersion: alfred.ome.io/v1alpha1\nkind: SnapshotInfo\nmetadata: {name: s}\ncapturedAt: yesterday\n", "capturedAt"),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: [x]}\n",
+            "not a Kubernetes object",
+        ),
+        (
+            "apiVersion: v1\nkind: List\nitems: [3]\n",
+            "not a Kubernetes object",
+        ),
+        (
+            "apiVersion: alfred.ome.io/v1alpha1\nkind: SnapshotInfo\nmetadata: {name: s}\ncapturedAt: yesterday\n",
+            "capturedAt",
+        ),
     ];
     for (text, want) in cases {
         let e = Snapshot::parse(text).unwrap_err();
