@@ -1,0 +1,144 @@
+//! Load benchmark for snapshots: generates a synthetic cluster (default 10,000 8-GPU nodes and
+//! 80,000 pods) as `kubectl get -o json` would print it, then times parsing it and building the
+//! cluster model, and reports peak memory (Linux VmHWM).
+//!
+//!     cargo run --release -p alfred-shared --example load_bench -- [NODES] [PODS] [--write FILE]
+//!     cargo run --release -p alfred-shared --example load_bench -- --read FILE   (memory alone)
+
+use std::time::Instant;
+
+use alfred::cluster::Cluster;
+use alfred::config::Config;
+use alfred::snapshot::Snapshot;
+use serde_json::json;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let nodes: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let pods: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(80_000);
+    let write = args
+        .iter()
+        .position(|a| a == "--write")
+        .and_then(|i| args.get(i + 1));
+
+    let read = args
+        .iter()
+        .position(|a| a == "--read")
+        .and_then(|i| args.get(i + 1));
+    let text = match read {
+        Some(path) => std::fs::read_to_string(path).expect("read snapshot"),
+        None => generate(nodes, pods),
+    };
+    if let Some(path) = write {
+        std::fs::write(path, &text).expect("write snapshot");
+    }
+    println!("snapshot: {:.1} MiB of JSON", text.len() as f64 / 1048576.0);
+    let rss_before = peak_rss_kib();
+
+    let start = Instant::now();
+    let snapshot = Snapshot::parse(&text).expect("parse");
+    let parsed = start.elapsed();
+    let config = Config::default();
+    let now = "2026-09-28T10:15:00Z".parse().unwrap();
+    let start = Instant::now();
+    let cluster = Cluster::build(&snapshot, &config, now);
+    let built = start.elapsed();
+    println!(
+        "parse: {:.0} ms, cluster model: {:.0} ms, total {:.0} ms",
+        parsed.as_secs_f64() * 1e3,
+        built.as_secs_f64() * 1e3,
+        (parsed + built).as_secs_f64() * 1e3
+    );
+    println!(
+        "objects: {}, pools: {}, instances: {}, pending: {}",
+        snapshot.object_count(),
+        cluster.pools.len(),
+        cluster.instances.len(),
+        cluster.pending.len()
+    );
+    if let (Some(before), Some(after)) = (rss_before, peak_rss_kib()) {
+        println!(
+            "peak RSS: {:.0} MiB (of which the input text and generator: {:.0} MiB)",
+            after as f64 / 1024.0,
+            before as f64 / 1024.0
+        );
+    }
+}
+
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Nodes in two pools; pods as OMENative Instances of 1/2/4/8 GPUs with realistic metadata,
+/// a few pending.
+fn generate(nodes: usize, pods: usize) -> String {
+    let mut items = Vec::with_capacity(nodes + pods);
+    for i in 0..nodes {
+        let product = if i % 2 == 0 {
+            "NVIDIA-H100-80GB-HBM3"
+        } else {
+            "NVIDIA-A100-SXM4-80GB"
+        };
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("gpu-node-{i:05}"), "uid": format!("uid-node-{i}"),
+                "labels": {"kubernetes.io/hostname": format!("gpu-node-{i:05}"), "nvidia.com/gpu.product": product,
+                           "nvidia.com/gpu.count": "8", "node.kubernetes.io/instance-type": "p5.48xlarge",
+                           "topology.kubernetes.io/zone": format!("zone-{}", i % 3),
+                           "models.ome.io/clusterbasemodel.llama-3-1-70b-instruct": "Ready"},
+                "creationTimestamp": "2026-09-01T00:00:00Z"},
+            "spec": {"providerID": format!("aws:///zone/i-{i:012}")},
+            "status": {"capacity": {"cpu": "192", "memory": "2063937288Ki", "nvidia.com/gpu": "8", "pods": "110"},
+                       "allocatable": {"cpu": "191", "memory": "2061840136Ki", "nvidia.com/gpu": "8", "pods": "110"},
+                       "conditions": [
+                           {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+                            "lastHeartbeatTime": "2026-09-28T10:14:00Z", "lastTransitionTime": "2026-09-01T00:00:00Z"},
+                           {"type": "GpuUnhealthy", "status": "False", "lastTransitionTime": "2026-09-01T00:00:00Z"},
+                           {"type": "MemoryPressure", "status": "False", "lastTransitionTime": "2026-09-01T00:00:00Z"}],
+                       "nodeInfo": {"kubeletVersion": "v1.34.1", "containerRuntimeVersion": "containerd://2.0.4",
+                                    "osImage": "Ubuntu 24.04", "architecture": "amd64"}}
+        }));
+    }
+    let sizes = [1, 1, 1, 1, 1, 1, 1, 2, 4, 8];
+    for i in 0..pods {
+        let gpus = sizes[i % sizes.len()];
+        let isvc = format!("svc-{}", i / 4);
+        let index = i % 4;
+        let pending = i % 80 == 79;
+        let mut pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{isvc}-engine-{index}-default-0"), "namespace": format!("ns-{}", i % 50),
+                "uid": format!("uid-pod-{i}"), "creationTimestamp": "2026-09-28T08:00:00Z",
+                "labels": {"ome.io/inferenceservice": isvc, "component": "engine", "ome.io/managed-by": "OMENative",
+                           "ome.io/instance-index": index.to_string(), "ome.io/runner": "default",
+                           "ome.io/pod-ordinal": "0", "ome.io/revision-hash": "7b4c2e19"},
+                "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+                                     "name": format!("{isvc}-engine"), "uid": "x", "controller": true}]},
+            "spec": {"schedulerName": "default-scheduler", "restartPolicy": "Always",
+                     "terminationGracePeriodSeconds": 30,
+                     "nodeSelector": {"models.ome.io/clusterbasemodel.llama-3-1-70b-instruct": "Ready"},
+                     "containers": [{"name": "ome-container", "image": "docker.io/lmsysorg/sglang:v0.5.3-cu129",
+                         "args": ["--model-path", "/mnt/models", "--port", "8080", "--tp", gpus.to_string()],
+                         "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
+                         "resources": {"limits": {"nvidia.com/gpu": gpus.to_string(), "cpu": "16", "memory": "256Gi"},
+                                       "requests": {"nvidia.com/gpu": gpus.to_string(), "cpu": "12", "memory": "200Gi"}},
+                         "volumeMounts": [{"name": "models", "mountPath": "/mnt/models", "readOnly": true}]}],
+                     "volumes": [{"name": "models", "hostPath": {"path": "/raid/models/llama", "type": "Directory"}}],
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+            "status": {"phase": "Running", "startTime": "2026-09-28T08:01:00Z", "podIP": "10.0.0.1",
+                       "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-09-28T08:05:00Z"},
+                                      {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-09-28T08:01:00Z"}]}
+        });
+        if pending {
+            pod["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                "lastTransitionTime": "2026-09-28T10:00:00Z", "reason": "Unschedulable"}]});
+        } else {
+            pod["spec"]["nodeName"] = json!(format!("gpu-node-{:05}", (i * 7919) % nodes.max(1)));
+        }
+        items.push(pod);
+    }
+    serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
+        .expect("json")
+}
