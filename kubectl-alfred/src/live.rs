@@ -14,77 +14,67 @@ use crate::GlobalArgs;
 /// Objects per list page.
 pub const PAGE_SIZE: u32 = 500;
 
-/// One kind the product reads, where it is listed, and whether a missing CRD is fatal.
+/// One kind the product reads and where it is listed. A missing kind (404: its CRD is not
+/// installed) is an error for the required kinds and a note for the rest.
 struct Kind {
     what: &'static str,
     path: &'static str,
-    /// A missing kind (404) is an error for these, a note for the rest.
     required: bool,
-    install_hint: &'static str,
 }
 
+const fn kind(what: &'static str, path: &'static str, required: bool) -> Kind {
+    Kind {
+        what,
+        path,
+        required,
+    }
+}
+
+const INSTALL_HINT: &str =
+    "install OME v1.3 or later, or for a test cluster `kubectl apply -f manifests/crds/`";
+
 const KINDS: &[Kind] = &[
-    Kind {
-        what: "nodes",
-        path: "/api/v1/nodes",
-        required: true,
-        install_hint: "",
-    },
-    Kind {
-        what: "pods",
-        path: "/api/v1/pods",
-        required: true,
-        install_hint: "",
-    },
-    Kind {
-        what: "persistentvolumes",
-        path: "/api/v1/persistentvolumes",
-        required: true,
-        install_hint: "",
-    },
-    Kind {
-        what: "persistentvolumeclaims",
-        path: "/api/v1/persistentvolumeclaims",
-        required: true,
-        install_hint: "",
-    },
-    Kind {
-        what: "inferenceservices.ome.io",
-        path: "/apis/ome.io/v1beta1/inferenceservices",
-        required: true,
-        install_hint: "install OME, or for a test cluster `kubectl apply -f manifests/crds/`",
-    },
-    Kind {
-        what: "inferencereplicas.ome.io",
-        path: "/apis/ome.io/v1beta1/inferencereplicas",
-        required: true,
-        install_hint: "OMENative needs OME v1.3 or later; upgrade OME, or for a test cluster `kubectl apply -f manifests/crds/`",
-    },
-    Kind {
-        what: "servingruntimes.ome.io",
-        path: "/apis/ome.io/v1beta1/servingruntimes",
-        required: false,
-        install_hint: "",
-    },
-    Kind {
-        what: "clusterservingruntimes.ome.io",
-        path: "/apis/ome.io/v1beta1/clusterservingruntimes",
-        required: false,
-        install_hint: "",
-    },
-    Kind {
-        what: "basemodels.ome.io",
-        path: "/apis/ome.io/v1beta1/basemodels",
-        required: false,
-        install_hint: "",
-    },
-    Kind {
-        what: "clusterbasemodels.ome.io",
-        path: "/apis/ome.io/v1beta1/clusterbasemodels",
-        required: false,
-        install_hint: "",
-    },
+    kind("nodes", "/api/v1/nodes", true),
+    kind("pods", "/api/v1/pods", true),
+    kind("persistentvolumes", "/api/v1/persistentvolumes", true),
+    kind(
+        "persistentvolumeclaims",
+        "/api/v1/persistentvolumeclaims",
+        true,
+    ),
+    kind(
+        "inferenceservices.ome.io",
+        "/apis/ome.io/v1beta1/inferenceservices",
+        true,
+    ),
+    kind(
+        "inferencereplicas.ome.io",
+        "/apis/ome.io/v1beta1/inferencereplicas",
+        true,
+    ),
+    kind(
+        "servingruntimes.ome.io",
+        "/apis/ome.io/v1beta1/servingruntimes",
+        false,
+    ),
+    kind(
+        "clusterservingruntimes.ome.io",
+        "/apis/ome.io/v1beta1/clusterservingruntimes",
+        false,
+    ),
+    kind(
+        "basemodels.ome.io",
+        "/apis/ome.io/v1beta1/basemodels",
+        false,
+    ),
+    kind(
+        "clusterbasemodels.ome.io",
+        "/apis/ome.io/v1beta1/clusterbasemodels",
+        false,
+    ),
 ];
+
+const CONFIG_MAPS: Kind = kind("configmaps", "/api/v1/configmaps", true);
 
 pub async fn client(args: &GlobalArgs) -> Result<Client> {
     let options = KubeConfigOptions {
@@ -132,15 +122,9 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
     }
     for name in alfred::snapshot::CONFIG_MAP_NAMES {
         let selector = format!("metadata.name={name}");
-        let kind = Kind {
-            what: "configmaps",
-            path: "/api/v1/configmaps",
-            required: true,
-            install_hint: "",
-        };
         list_pages(
             &client,
-            &kind,
+            &CONFIG_MAPS,
             Some(&selector),
             &mut snapshot,
             &mut document,
@@ -175,9 +159,8 @@ async fn list_pages(
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 if kind.required {
                     bail!(
-                        "the {} API is not installed in this cluster: {}",
-                        kind.what,
-                        kind.install_hint
+                        "the {} API is not installed in this cluster: {INSTALL_HINT}",
+                        kind.what
                     );
                 }
                 eprintln!("note: {} is not installed; reading none", kind.what);

@@ -147,17 +147,6 @@ impl PodView<'_> {
             .and_then(|s| s.phase.as_deref())
             .unwrap_or("Pending")
     }
-
-    pub fn is_ready(&self) -> bool {
-        condition_true(self.pod, "Ready")
-    }
-}
-
-fn condition_true(pod: &Pod, type_: &str) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
 }
 
 pub struct NodeView<'s> {
@@ -190,6 +179,12 @@ impl NodeView<'_> {
             || !self.maintenance.is_empty()
             || self.cordoned
             || self.scale_down_marked
+    }
+
+    /// The node's free GPUs count for placement and scoring (a "bin"): it is available as a
+    /// target, and not preemptible when preemptible nodes are avoided (`avoidAsTarget`).
+    pub fn is_bin(&self, avoid_preemptible: bool) -> bool {
+        !(self.unavailable_as_target() || (avoid_preemptible && self.preemptible))
     }
 
     pub fn label(&self, key: &str) -> Option<&str> {

@@ -86,8 +86,7 @@ pub fn pool_reports(cluster: &Cluster<'_>, avoid_preemptible: bool) -> Vec<PoolR
                         used: n.gpu_used.min(n.gpu_total),
                         free: n.gpu_free,
                         markers: node_markers(n),
-                        schedulable: !(n.unavailable_as_target()
-                            || (avoid_preemptible && n.preemptible)),
+                        schedulable: n.is_bin(avoid_preemptible),
                     }
                 })
                 .collect();

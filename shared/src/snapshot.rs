@@ -70,6 +70,19 @@ pub struct SnapshotError {
     pub message: String,
 }
 
+impl SnapshotError {
+    /// An error about a whole document, before any object in it could be read.
+    fn in_document(document: usize, message: String) -> SnapshotError {
+        SnapshotError {
+            document,
+            item: None,
+            object: None,
+            path: None,
+            message,
+        }
+    }
+}
+
 fn location(
     document: usize,
     item: Option<usize>,
@@ -154,12 +167,8 @@ impl Snapshot {
         let stream = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
         for (index, doc) in stream.enumerate() {
             let document = index + 1;
-            let doc = doc.map_err(|e| SnapshotError {
-                document,
-                item: None,
-                object: None,
-                path: None,
-                message: format!("not valid JSON: {e}"),
+            let doc = doc.map_err(|e| {
+                SnapshotError::in_document(document, format!("not valid JSON: {e}"))
             })?;
             self.add_json_document(document, doc.get())?;
         }
@@ -169,22 +178,14 @@ impl Snapshot {
     fn add_yaml_stream(&mut self, text: &str) -> Result<(), SnapshotError> {
         for (index, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
             let document = index + 1;
-            let value = serde_json::Value::deserialize(doc).map_err(|e| SnapshotError {
-                document,
-                item: None,
-                object: None,
-                path: None,
-                message: format!("not valid YAML: {e}"),
+            let value = serde_json::Value::deserialize(doc).map_err(|e| {
+                SnapshotError::in_document(document, format!("not valid YAML: {e}"))
             })?;
             if value.is_null() {
                 continue; // an empty document, e.g. after a trailing `---`
             }
-            let json = serde_json::to_string(&value).map_err(|e| SnapshotError {
-                document,
-                item: None,
-                object: None,
-                path: None,
-                message: format!("cannot represent as JSON: {e}"),
+            let json = serde_json::to_string(&value).map_err(|e| {
+                SnapshotError::in_document(document, format!("cannot represent as JSON: {e}"))
             })?;
             self.add_json_document(document, &json)?;
         }
@@ -194,13 +195,7 @@ impl Snapshot {
     /// Adds one JSON document: a `*List` with `items`, or a single object. `document` is the
     /// 1-based index errors report.
     pub fn add_json_document(&mut self, document: usize, json: &str) -> Result<(), SnapshotError> {
-        let not_object = |message: String| SnapshotError {
-            document,
-            item: None,
-            object: None,
-            path: None,
-            message,
-        };
+        let not_object = |message: String| SnapshotError::in_document(document, message);
         if !json.trim_start().starts_with('{') {
             return Err(not_object(
                 "expected a Kubernetes object or List (a mapping with `kind`)".into(),
@@ -260,10 +255,8 @@ impl Snapshot {
         };
         macro_rules! push {
             ($field:ident) => {{
-                self.$field.push(
-                    typed(json)
-                        .map_err(|(path, message)| err(Some(object.clone()), path, message))?,
-                );
+                self.$field
+                    .push(typed(json).map_err(|(path, message)| err(Some(object), path, message))?)
             }};
         }
         match (group, kind.as_str()) {
@@ -279,10 +272,8 @@ impl Snapshot {
             ("ome.io", "BaseModel") => push!(base_models),
             ("ome.io", "ClusterBaseModel") => push!(cluster_base_models),
             ("alfred.ome.io", SNAPSHOT_INFO_KIND) => {
-                self.info = Some(
-                    typed(json)
-                        .map_err(|(path, message)| err(Some(object.clone()), path, message))?,
-                );
+                self.info =
+                    Some(typed(json).map_err(|(path, message)| err(Some(object), path, message))?)
             }
             _ => *self.skipped.entry(kind).or_default() += 1,
         }
