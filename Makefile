@@ -26,7 +26,8 @@ demo: ## Draw the demo cluster's GPU pools (no cluster needed)
 crds: ## Regenerate manifests/crds from the Rust types
 	$(CARGO) run -q -p alfred-shared --example crds -- manifests/crds
 
-bench: ## Benchmarks (figures for the issue notes)
+bench: ## Benchmarks: snapshot load (10k nodes, 80k pods, 20k InferenceServices), then criterion
+	$(CARGO) run -q --release -p alfred-shared --example load_bench
 	$(CARGO) bench -p alfred-shared
 
 install: ## Put kubectl-alfred on PATH (so `kubectl alfred` works)

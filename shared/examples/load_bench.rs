@@ -1,11 +1,15 @@
-//! Load benchmark for snapshots: generates a synthetic cluster (default 10,000 8-GPU nodes and
-//! 80,000 pods) as `kubectl get -o json` would print it, then times parsing it and building the
+//! Load benchmark for snapshots: generates a synthetic cluster (default 10,000 8-GPU nodes,
+//! 80,000 pods, and the 20,000 OMENative InferenceServices and InferenceReplicas they belong to)
+//! as `kubectl get -o json` would print it, then times parsing it and building the
 //! cluster model, and reports peak memory (Linux VmHWM).
 //!
 //!     cargo run --release -p alfred-shared --example load_bench -- [NODES] [PODS] [--write FILE]
 //!     cargo run --release -p alfred-shared --example load_bench -- --read FILE   (memory alone)
 
 use std::time::Instant;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use alfred::cluster::Cluster;
 use alfred::config::Config;
@@ -109,7 +113,7 @@ fn generate(nodes: usize, pods: usize) -> String {
         let pending = i % 80 == 79;
         let mut pod = json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("{isvc}-engine-{index}-default-0"), "namespace": format!("ns-{}", i % 50),
+            "metadata": {"name": format!("{isvc}-engine-{index}-default-0"), "namespace": format!("ns-{}", (i / 4 * 4) % 50),
                 "uid": format!("uid-pod-{i}"), "creationTimestamp": "2026-09-28T08:00:00Z",
                 "labels": {"ome.io/inferenceservice": isvc, "component": "engine", "ome.io/managed-by": "OMENative",
                            "ome.io/instance-index": index.to_string(), "ome.io/runner": "default",
@@ -137,7 +141,39 @@ fn generate(nodes: usize, pods: usize) -> String {
         } else {
             pod["spec"]["nodeName"] = json!(format!("gpu-node-{:05}", (i * 7919) % nodes.max(1)));
         }
+        if !pending {
+            pod["status"]["containerStatuses"] = json!([{"name": "ome-container", "ready": true, "restartCount": 0,
+                "image": "docker.io/lmsysorg/sglang:v0.5.3-cu129", "imageID": "docker.io/lmsysorg/sglang@sha256:4f1c",
+                "containerID": format!("containerd://{i:064x}"), "started": true,
+                "state": {"running": {"startedAt": "2026-09-28T08:02:00Z"}}}]);
+        }
         items.push(pod);
+    }
+    // One OMENative InferenceService and engine InferenceReplica per four pods.
+    for s in 0..pods.div_ceil(4) {
+        let (name, namespace) = (format!("svc-{s}"), format!("ns-{}", (s * 4) % 50));
+        items.push(json!({
+            "apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-isvc-{s}"), "generation": 3,
+                         "annotations": {"alfred.ome.io/movable": "true"}},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "llama-3-1-70b-instruct"},
+                     "runtime": {"name": "srt-sglang", "kind": "ClusterServingRuntime"},
+                     "engine": {"minReplicas": 4, "maxReplicas": 4}}
+        }));
+        let rows: Vec<_> = (0..4)
+            .map(|index| json!({"index": index, "incarnation": 1, "phase": "Ready", "runningRevision": "7b4c2e19",
+                                "podCount": 1, "servingPodCount": 1, "availablePodCount": 1, "admitted": true,
+                                "readySince": "2026-09-28T08:05:00Z", "activeOrdinal": 0}))
+            .collect();
+        items.push(json!({
+            "apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "metadata": {"name": format!("{name}-engine"), "namespace": namespace, "uid": format!("uid-ir-{s}"),
+                         "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+                                              "name": name, "uid": format!("uid-isvc-{s}"), "controller": true}]},
+            "spec": {"component": "engine", "parentRef": {"name": name}, "replicas": 4, "runners": [{"name": "default"}]},
+            "status": {"observedGeneration": 3, "replicas": 4, "readyReplicas": 4, "currentRevision": "7b4c2e19",
+                       "updateRevision": "7b4c2e19", "instanceStatuses": rows}
+        }));
     }
     serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
         .expect("json")

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
+use crate::api::core::{Container, Node, Pod, PodSpec};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::InferenceService;
@@ -35,22 +35,14 @@ pub fn is_gpu_resource(name: &str) -> bool {
 /// of (app containers + sidecar init containers) and the peak of the init sequence, summed over
 /// GPU resources. A container's limit counts, else its request.
 pub fn pod_gpus(spec: &PodSpec) -> i64 {
-    let mut resources: BTreeSet<&str> = BTreeSet::new();
-    for c in spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-    {
-        if let Some(r) = &c.resources {
-            for map in [&r.limits, &r.requests].into_iter().flatten() {
-                resources.extend(
-                    map.keys()
-                        .map(String::as_str)
-                        .filter(|n| is_gpu_resource(n)),
-                );
-            }
+    let mut resources: Vec<&str> = Vec::new();
+    for c in spec.containers.iter().chain(&spec.init_containers) {
+        for map in [&c.resources.limits, &c.resources.requests] {
+            resources.extend(map.keys().filter(|n| is_gpu_resource(n)));
         }
     }
+    resources.sort_unstable();
+    resources.dedup();
     resources
         .into_iter()
         .map(|resource| {
@@ -60,9 +52,9 @@ pub fn pod_gpus(spec: &PodSpec) -> i64 {
                 .map(|c| container_amount(c, resource))
                 .sum();
             let (mut sidecars, mut init_peak) = (0i64, 0i64);
-            for c in spec.init_containers.iter().flatten() {
+            for c in &spec.init_containers {
                 let amount = container_amount(c, resource);
-                if c.restart_policy.as_deref() == Some("Always") {
+                if c.restart_policy == "Always" {
                     sidecars += amount;
                     init_peak = init_peak.max(sidecars);
                 } else {
@@ -75,54 +67,48 @@ pub fn pod_gpus(spec: &PodSpec) -> i64 {
 }
 
 fn container_amount(c: &Container, resource: &str) -> i64 {
-    let Some(r) = &c.resources else { return 0 };
+    let r = &c.resources;
     r.limits
-        .as_ref()
-        .and_then(|l| l.get(resource))
-        .or_else(|| r.requests.as_ref().and_then(|q| q.get(resource)))
+        .get(resource)
+        .or_else(|| r.requests.get(resource))
         .and_then(quantity::count)
         .unwrap_or(0)
 }
 
 /// The node's largest allocatable GPU resource and its count.
 fn node_gpu_capacity(node: &Node) -> Option<(String, i64)> {
-    let status = node.status.as_ref()?;
-    let alloc = status.allocatable.as_ref().or(status.capacity.as_ref())?;
-    alloc
+    node.allocatable()
         .iter()
         .filter(|(name, _)| is_gpu_resource(name))
-        .filter_map(|(name, q)| quantity::count(q).map(|n| (name.clone(), n)))
+        .filter_map(|(name, q)| quantity::count(q).map(|n| (name.to_string(), n)))
         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
 }
 
 /// Which InferenceService component and Instance a pod belongs to, from its labels.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodOwner {
-    pub isvc: String,
+pub struct PodOwner<'s> {
+    pub isvc: &'s str,
     pub component: ComponentKind,
     pub instance_index: Option<i32>,
     pub lws_group: Option<i32>,
-    pub runner: Option<String>,
+    pub runner: Option<&'s str>,
 }
 
-fn pod_owner(pod: &Pod) -> Option<PodOwner> {
-    let labels = pod.metadata.labels.as_ref()?;
-    let isvc = labels
-        .get(keys::LABEL_ISVC)
-        .or_else(|| labels.get(LABEL_SERVING_ISVC))?;
-    let component = ComponentKind::parse(labels.get(keys::LABEL_COMPONENT)?)?;
-    let int = |key: &str| {
-        labels
-            .get(key)
+fn pod_owner(pod: &Pod) -> Option<PodOwner<'_>> {
+    let label = |key| pod.metadata.label(key);
+    let isvc = label(keys::LABEL_ISVC).or_else(|| label(LABEL_SERVING_ISVC))?;
+    let component = ComponentKind::parse(label(keys::LABEL_COMPONENT)?)?;
+    let int = |key| {
+        label(key)
             .and_then(|v| v.parse::<i32>().ok())
             .filter(|i| *i >= 0)
     };
     Some(PodOwner {
-        isvc: isvc.clone(),
+        isvc,
         component,
         instance_index: int(keys::LABEL_INSTANCE_INDEX),
         lws_group: int(LABEL_LWS_GROUP_INDEX),
-        runner: labels.get(keys::LABEL_RUNNER).cloned(),
+        runner: label(keys::LABEL_RUNNER),
     })
 }
 
@@ -136,17 +122,7 @@ pub struct PodView<'s> {
     pub terminal: bool,
     /// Has a deletionTimestamp: still holds its GPUs until it is gone.
     pub terminating: bool,
-    pub owner: Option<PodOwner>,
-}
-
-impl PodView<'_> {
-    pub fn phase(&self) -> &str {
-        self.pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .unwrap_or("Pending")
-    }
+    pub owner: Option<PodOwner<'s>>,
 }
 
 pub struct NodeView<'s> {
@@ -188,12 +164,7 @@ impl NodeView<'_> {
     }
 
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.node
-            .metadata
-            .labels
-            .as_ref()?
-            .get(key)
-            .map(String::as_str)
+        self.node.metadata.label(key)
     }
 }
 
@@ -351,7 +322,7 @@ impl<'s> Cluster<'s> {
         for (i, p) in self.pods.iter().enumerate() {
             if let Some(o) = &p.owner {
                 owned
-                    .entry((p.namespace, o.isvc.as_str(), o.component))
+                    .entry((p.namespace, o.isvc, o.component))
                     .or_default()
                     .push(i);
             }
@@ -359,6 +330,7 @@ impl<'s> Cluster<'s> {
         for list in owned.values_mut() {
             list.sort_by(|a, b| self.pods[*a].name.cmp(self.pods[*b].name));
         }
+        let replicas = ReplicaIndex::new(&snapshot.inference_replicas);
         for isvc in isvcs {
             let namespace = isvc.metadata.namespace.as_deref().unwrap_or("default");
             let name = isvc.metadata.name.as_deref().unwrap_or_default();
@@ -372,7 +344,7 @@ impl<'s> Cluster<'s> {
             };
             for (kind, _) in isvc.spec.components() {
                 let mode = mode::alfred_mode(&isvc.spec, kind);
-                let replica = find_replica(snapshot, namespace, name, kind);
+                let replica = replicas.find(namespace, name, kind);
                 let pods = owned.remove(&(namespace, name, kind)).unwrap_or_default();
                 let c = self.components.len();
                 let (groups, unjoined) = self.group_instances(mode, replica, &pods);
@@ -490,33 +462,27 @@ impl<'s> Cluster<'s> {
     fn collect_pending(&mut self) {
         let gpu_pools: Vec<&Pool> = self.pools.iter().collect();
         for (i, p) in self.pods.iter().enumerate() {
-            if p.gpus <= 0 || p.node.is_some() || p.terminating || p.phase() != "Pending" {
+            if p.gpus <= 0 || p.node.is_some() || p.terminating || p.pod.phase() != "Pending" {
                 continue;
             }
             let pod = p.pod;
             let since = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|cs| {
-                    cs.iter()
-                        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-                        .and_then(|c| c.last_transition_time.as_ref())
-                })
-                .or(pod.metadata.creation_timestamp.as_ref())
-                .map_or(self.now, |t| t.0);
+                .condition("PodScheduled")
+                .filter(|c| c.status == "False")
+                .and_then(|c| c.last_transition_time)
+                .or(pod.metadata.creation_timestamp)
+                .unwrap_or(self.now);
             let pool = if gpu_pools.len() == 1 {
                 Some(gpu_pools[0].name.clone())
             } else {
-                let selector = pod.spec.as_ref().and_then(|s| s.node_selector.as_ref());
+                let selector = &pod.spec.node_selector;
                 let fits: Vec<&str> = gpu_pools
                     .iter()
                     .filter(|pool| {
                         pool.nodes.iter().any(|&n| {
-                            selector.is_none_or(|sel| {
-                                sel.iter()
-                                    .all(|(k, v)| self.nodes[n].label(k) == Some(v.as_str()))
-                            })
+                            selector
+                                .iter()
+                                .all(|(k, v)| self.nodes[n].label(k) == Some(v.as_str()))
                         })
                     })
                     .map(|pool| pool.name.as_str())
@@ -578,41 +544,31 @@ impl<'s> Cluster<'s> {
 }
 
 fn node_view<'s>(node: &'s Node, config: &Config, now: Timestamp) -> NodeView<'s> {
-    let labels = node.metadata.labels.as_ref();
-    let taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_deref())
-        .unwrap_or_default();
     let (gpu_resource, gpu_total) = match node_gpu_capacity(node) {
         Some((r, n)) => (Some(r), n),
         None => (None, 0),
     };
-    let preemptible = config.spot_policy.preemptible_labels.iter().any(|key| {
-        labels
-            .and_then(|l| l.get(key))
-            .is_some_and(|v| v != "false")
-    });
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let preemptible = config
+        .spot_policy
+        .preemptible_labels
+        .iter()
+        .any(|key| node.metadata.label(key).is_some_and(|v| v != "false"));
+    let ready = node.condition("Ready").is_some_and(|c| c.status == "True");
     NodeView {
         node,
-        name: node.metadata.name.as_deref().unwrap_or_default(),
-        uid: node.metadata.uid.as_deref(),
+        name: &node.metadata.name,
+        uid: Some(node.metadata.uid.as_str()).filter(|u| !u.is_empty()),
         gpu_resource,
         gpu_total,
         gpu_used: 0,
         gpu_free: 0,
         pool: None,
-        cordoned: node
+        cordoned: node.spec.unschedulable,
+        scale_down_marked: node
             .spec
-            .as_ref()
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false),
-        scale_down_marked: taints.iter().any(|t| t.key == keys::TAINT_CA_SCALE_DOWN),
+            .taints
+            .iter()
+            .any(|t| t.key == keys::TAINT_CA_SCALE_DOWN),
         preemptible,
         ready,
         health: health::node_health(node, &config.node_health, now),
@@ -622,18 +578,18 @@ fn node_view<'s>(node: &'s Node, config: &Config, now: Timestamp) -> NodeView<'s
 }
 
 fn pod_view(pod: &Pod) -> PodView<'_> {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let namespace = pod.metadata.namespace.as_str();
     PodView {
         pod,
-        namespace: pod.metadata.namespace.as_deref().unwrap_or("default"),
-        name: pod.metadata.name.as_deref().unwrap_or_default(),
-        node: pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .filter(|n| !n.is_empty()),
-        gpus: pod.spec.as_ref().map_or(0, pod_gpus),
-        terminal: matches!(phase, Some("Succeeded" | "Failed")),
+        namespace: if namespace.is_empty() {
+            "default"
+        } else {
+            namespace
+        },
+        name: &pod.metadata.name,
+        node: Some(pod.spec.node_name.as_str()).filter(|n| !n.is_empty()),
+        gpus: pod_gpus(&pod.spec),
+        terminal: matches!(pod.phase(), "Succeeded" | "Failed"),
         terminating: pod.metadata.deletion_timestamp.is_some(),
         owner: pod_owner(pod),
     }
@@ -689,32 +645,44 @@ fn collect_pools(nodes: &[NodeView<'_>]) -> Vec<Pool> {
         .collect()
 }
 
-/// The InferenceReplica of a component: named `{isvc}-{component}`, or pointing at the
-/// InferenceService through `parentRef` with the same component.
-fn find_replica<'s>(
-    snapshot: &'s Snapshot,
-    namespace: &str,
-    isvc: &str,
-    kind: ComponentKind,
-) -> Option<&'s InferenceReplica> {
-    let projected = format!("{isvc}-{kind}");
-    let in_namespace =
-        |r: &&InferenceReplica| r.metadata.namespace.as_deref().unwrap_or("default") == namespace;
-    snapshot
-        .inference_replicas
-        .iter()
-        .filter(in_namespace)
-        .find(|r| {
-            r.metadata.name.as_deref() == Some(projected.as_str()) && r.spec.component == kind
-        })
-        .or_else(|| {
-            snapshot
-                .inference_replicas
-                .iter()
-                .filter(in_namespace)
-                .find(|r| {
-                    r.spec.component == kind
-                        && r.spec.parent_ref.as_ref().is_some_and(|p| p.name == isvc)
-                })
-        })
+/// InferenceReplicas by the component they serve: named `{isvc}-{component}`, or pointing at the
+/// InferenceService through `parentRef` with the same component (the name wins).
+struct ReplicaIndex<'s> {
+    by_name: HashMap<(&'s str, &'s str), &'s InferenceReplica>,
+    by_parent: HashMap<(&'s str, &'s str, ComponentKind), &'s InferenceReplica>,
+}
+
+impl<'s> ReplicaIndex<'s> {
+    fn new(replicas: &'s [InferenceReplica]) -> Self {
+        let mut index = ReplicaIndex {
+            by_name: HashMap::new(),
+            by_parent: HashMap::new(),
+        };
+        for r in replicas {
+            let namespace = r.metadata.namespace.as_deref().unwrap_or("default");
+            let name = r.metadata.name.as_deref().unwrap_or_default();
+            index.by_name.entry((namespace, name)).or_insert(r);
+            if let Some(parent) = &r.spec.parent_ref {
+                index
+                    .by_parent
+                    .entry((namespace, parent.name.as_str(), r.spec.component))
+                    .or_insert(r);
+            }
+        }
+        index
+    }
+
+    fn find(
+        &self,
+        namespace: &str,
+        isvc: &str,
+        kind: ComponentKind,
+    ) -> Option<&'s InferenceReplica> {
+        let projected = format!("{isvc}-{kind}");
+        self.by_name
+            .get(&(namespace, projected.as_str()))
+            .filter(|r| r.spec.component == kind)
+            .or_else(|| self.by_parent.get(&(namespace, isvc, kind)))
+            .copied()
+    }
 }

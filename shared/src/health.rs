@@ -1,9 +1,9 @@
 //! Node health states and maintenance triggers (alfred-policies.md "Health states" and
 //! "Planned maintenance"; alfred-reference.md §5).
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
+use crate::api::core::Node;
 use crate::config::{MaintenanceTrigger, NodeHealth, TriggerMatcher};
 
 /// Ordered from best to worst, so the worst of several is the maximum.
@@ -36,22 +36,19 @@ pub struct Health {
 /// The node's health from its trigger conditions; the worst state wins.
 pub fn node_health(node: &Node, policy: &NodeHealth, now: Timestamp) -> Health {
     let window = SignedDuration::from_mins(policy.node_suspicion_window_minutes);
-    let conditions = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .unwrap_or_default();
     let mut state = HealthState::Clear;
     let mut suspect_until: Option<Timestamp> = None;
-    for c in conditions
+    for c in node
+        .status
+        .conditions
         .iter()
         .filter(|c| policy.trigger_conditions.contains(&c.type_))
     {
-        let this = match (c.status.as_str(), c.last_transition_time.as_ref()) {
+        let this = match (c.status.as_str(), c.last_transition_time) {
             ("True", _) => HealthState::Unhealthy,
             ("False", None) => HealthState::Unknown,
             ("False", Some(t)) => {
-                let until = t.0.checked_add(window).unwrap_or(Timestamp::MAX);
+                let until = t.checked_add(window).unwrap_or(Timestamp::MAX);
                 if now < until {
                     suspect_until = Some(suspect_until.map_or(until, |u| u.max(until)));
                     HealthState::Suspect
@@ -86,27 +83,19 @@ fn matches_trigger(node: &Node, matcher: &TriggerMatcher) -> bool {
     match matcher {
         TriggerMatcher::Condition { type_, status } => node
             .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| &c.type_ == type_ && &c.status == status)),
+            .conditions
+            .iter()
+            .any(|c| &c.type_ == type_ && &c.status == status),
         TriggerMatcher::Label { key, value } => node
             .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(key))
-            .is_some_and(|v| value.as_ref().is_none_or(|want| want == v)),
-        TriggerMatcher::Taint { key, value, effect } => node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|taints| {
-                taints.iter().any(|t| {
-                    &t.key == key
-                        && value
-                            .as_ref()
-                            .is_none_or(|want| want == t.value.as_deref().unwrap_or(""))
-                        && effect.as_ref().is_none_or(|want| want == &t.effect)
-                })
-            }),
+            .label(key)
+            .is_some_and(|v| value.as_deref().is_none_or(|want| want == v)),
+        TriggerMatcher::Taint { key, value, effect } => node.spec.taints.iter().any(|t| {
+            &t.key == key
+                && value
+                    .as_ref()
+                    .is_none_or(|want| want == t.value.as_deref().unwrap_or(""))
+                && effect.as_ref().is_none_or(|want| want == &t.effect)
+        }),
     }
 }

@@ -4,12 +4,15 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::jiff::Timestamp;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::api::core::{Node, Pod};
+
+mod parallel;
 use crate::api::{
     BaseModel, ClusterBaseModel, ClusterServingRuntime, InferenceReplica, InferenceService,
     ServingRuntime,
@@ -104,14 +107,6 @@ fn location(
 }
 
 #[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(default, borrow)]
-    kind: Option<&'a str>,
-    #[serde(default, borrow)]
-    items: Option<Vec<&'a RawValue>>,
-}
-
-#[derive(Deserialize)]
 struct Header {
     #[serde(default, rename = "apiVersion")]
     api_version: Option<String>,
@@ -201,17 +196,39 @@ impl Snapshot {
                 "expected a Kubernetes object or List (a mapping with `kind`)".into(),
             ));
         }
-        let envelope: Envelope = serde_json::from_str(json).map_err(|e| {
-            not_object(format!("not a Kubernetes object: {}", without_position(&e)))
-        })?;
-        match (envelope.kind, envelope.items) {
-            (Some(kind), Some(items)) if kind.ends_with("List") => {
-                for (item, raw) in items.into_iter().enumerate() {
-                    self.add_object(document, Some(item), raw.get())?;
-                }
+        match parallel::read_list(document, json)? {
+            Some(list) => {
+                self.append(list);
                 Ok(())
             }
-            _ => self.add_object(document, None, json),
+            None => self.add_object(document, None, json),
+        }
+    }
+
+    /// Moves everything `other` holds to the end of this snapshot.
+    fn append(&mut self, mut other: Snapshot) {
+        self.nodes.append(&mut other.nodes);
+        self.pods.append(&mut other.pods);
+        self.inference_services
+            .append(&mut other.inference_services);
+        self.serving_runtimes.append(&mut other.serving_runtimes);
+        self.cluster_serving_runtimes
+            .append(&mut other.cluster_serving_runtimes);
+        self.inference_replicas
+            .append(&mut other.inference_replicas);
+        self.base_models.append(&mut other.base_models);
+        self.cluster_base_models
+            .append(&mut other.cluster_base_models);
+        self.persistent_volume_claims
+            .append(&mut other.persistent_volume_claims);
+        self.persistent_volumes
+            .append(&mut other.persistent_volumes);
+        self.config_maps.append(&mut other.config_maps);
+        if other.info.is_some() {
+            self.info = other.info;
+        }
+        for (kind, count) in other.skipped {
+            *self.skipped.entry(kind).or_default() += count;
         }
     }
 
@@ -228,6 +245,17 @@ impl Snapshot {
             path,
             message,
         };
+        match serde_json::from_str::<CoreObject>(json) {
+            Ok(CoreObject::Node(node)) => {
+                self.nodes.push(node);
+                return Ok(());
+            }
+            Ok(CoreObject::Pod(pod)) => {
+                self.pods.push(pod);
+                return Ok(());
+            }
+            Err(_) => {} // another kind, an unusual key order, or an error to locate
+        }
         let header: Header = serde_json::from_str(json).map_err(|e| {
             err(
                 None,
@@ -281,6 +309,65 @@ impl Snapshot {
     }
 }
 
+/// Nodes and pods, most of a large snapshot, read in one pass. `apiVersion` and `kind` come
+/// before `metadata`, `spec` and `status` in everything the API server and kubectl print, so the
+/// type of the body is known when it starts. Anything else fails fast and is left to the general
+/// read, which takes two passes (the header, then the typed object) and locates errors.
+enum CoreObject {
+    Node(Node),
+    Pod(Pod),
+}
+
+impl<'de> Deserialize<'de> for CoreObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(CoreObjectVisitor)
+    }
+}
+
+struct CoreObjectVisitor;
+
+impl<'de> Visitor<'de> for CoreObjectVisitor {
+    type Value = CoreObject;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a v1 Node or Pod with apiVersion and kind first")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CoreObject, A::Error> {
+        fn part<'de, A: MapAccess<'de>, T: Deserialize<'de> + Default>(
+            map: &mut A,
+        ) -> Result<T, A::Error> {
+            Ok(map.next_value::<Option<T>>()?.unwrap_or_default())
+        }
+        let not_core = || A::Error::custom("not a core object in the usual key order");
+        let mut api_version: Option<&'de str> = None;
+        let mut object: Option<CoreObject> = None;
+        while let Some(key) = map.next_key::<&'de str>()? {
+            match (key, &mut object) {
+                ("apiVersion", None) => api_version = Some(map.next_value()?),
+                ("kind", None) => {
+                    object = match (api_version, map.next_value::<&str>()?) {
+                        (Some("v1"), "Node") => Some(CoreObject::Node(Node::default())),
+                        (Some("v1"), "Pod") => Some(CoreObject::Pod(Pod::default())),
+                        _ => return Err(not_core()),
+                    }
+                }
+                ("metadata", Some(CoreObject::Node(n))) => n.metadata = part(&mut map)?,
+                ("spec", Some(CoreObject::Node(n))) => n.spec = part(&mut map)?,
+                ("status", Some(CoreObject::Node(n))) => n.status = part(&mut map)?,
+                ("metadata", Some(CoreObject::Pod(p))) => p.metadata = part(&mut map)?,
+                ("spec", Some(CoreObject::Pod(p))) => p.spec = part(&mut map)?,
+                ("status", Some(CoreObject::Pod(p))) => p.status = part(&mut map)?,
+                ("metadata" | "spec" | "status", None) => return Err(not_core()),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        object.ok_or_else(not_core)
+    }
+}
+
 /// Deserializes one object, reporting the field path of the first error. Path tracking halves
 /// the parse speed, so it runs only to locate an error the plain parse found.
 fn typed<T: DeserializeOwned>(json: &str) -> Result<T, (Option<String>, String)> {
@@ -311,6 +398,18 @@ impl Snapshot {
         fn push<T: Serialize>(items: &mut Vec<serde_json::Value>, objects: &[T]) {
             items.extend(objects.iter().filter_map(|o| serde_json::to_value(o).ok()));
         }
+        // The lean core types carry no apiVersion and kind of their own.
+        fn push_core<T: Serialize>(items: &mut Vec<serde_json::Value>, kind: &str, objects: &[T]) {
+            for o in objects {
+                let mut object = serde_json::Map::new();
+                object.insert("apiVersion".into(), "v1".into());
+                object.insert("kind".into(), kind.into());
+                if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(o) {
+                    object.extend(fields);
+                }
+                items.push(serde_json::Value::Object(object));
+            }
+        }
         let mut items = Vec::with_capacity(self.object_count() + 1);
         if let Some(info) = &self.info {
             let mut value = serde_json::json!({
@@ -325,7 +424,7 @@ impl Snapshot {
             }
             items.push(value);
         }
-        push(&mut items, &self.nodes);
+        push_core(&mut items, "Node", &self.nodes);
         push(&mut items, &self.persistent_volumes);
         push(&mut items, &self.persistent_volume_claims);
         push(&mut items, &self.config_maps);
@@ -335,7 +434,7 @@ impl Snapshot {
         push(&mut items, &self.serving_runtimes);
         push(&mut items, &self.inference_services);
         push(&mut items, &self.inference_replicas);
-        push(&mut items, &self.pods);
+        push_core(&mut items, "Pod", &self.pods);
         serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
     }
 }

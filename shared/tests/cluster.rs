@@ -1,12 +1,12 @@
 //! The cluster model: GPU accounting, pools, node states, Instance joining, deployment modes.
 
 use alfred::api::ComponentKind;
+use alfred::api::core::PodSpec;
 use alfred::cluster::{Cluster, pod_gpus};
 use alfred::config::Config;
 use alfred::health::HealthState;
 use alfred::mode::{self, DeploymentMode, ModeSource};
 use alfred::snapshot::Snapshot;
-use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 

@@ -21,7 +21,7 @@ fn typed_lists_single_objects_and_concatenated_json() {
     let s = Snapshot::parse(&text).unwrap();
     assert_eq!((s.nodes.len(), s.pods.len()), (1, 1));
     let s = Snapshot::parse(POD_JSON).unwrap();
-    assert_eq!(s.pods[0].metadata.name.as_deref(), Some("p1"));
+    assert_eq!(s.pods[0].metadata.name, "p1");
 }
 
 #[test]
@@ -72,13 +72,7 @@ spec: {component: engine, replicas: 2}
     assert_eq!(s.skipped.get("Deployment"), Some(&1));
     assert_eq!(s.skipped.get("ConfigMap"), Some(&1));
     // An unquoted YAML number is a valid quantity, as kubectl reads it.
-    let gpus = &s.nodes[0]
-        .status
-        .as_ref()
-        .unwrap()
-        .allocatable
-        .as_ref()
-        .unwrap()["nvidia.com/gpu"];
+    let gpus = s.nodes[0].status.allocatable.get("nvidia.com/gpu").unwrap();
     assert_eq!(alfred::quantity::count(gpus), Some(8));
 }
 
@@ -171,6 +165,68 @@ fn malformed_documents_are_errors_not_panics() {
         let e = Snapshot::parse(text).unwrap_err();
         assert!(e.to_string().contains(want), "{text:?}: {e}");
     }
+}
+
+/// A List big enough to be read on several threads: pods with a padding annotation, a Node and
+/// an InferenceService in between, so each kind's order and the skipped count can be checked.
+fn large_list(pods: usize, broken: &[usize]) -> String {
+    let padding = "x".repeat(600);
+    let items: Vec<serde_json::Value> = (0..pods)
+        .map(|i| {
+            if i == pods / 2 {
+                return serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}});
+            }
+            let mut pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("p{i:05}"), "namespace": "ns", "annotations": {"pad": padding}},
+                "spec": {"containers": [{"name": "c"}]}});
+            if broken.contains(&i) {
+                pod["spec"]["containers"] = serde_json::json!("not a list");
+            }
+            pod
+        })
+        .collect();
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+}
+
+#[test]
+fn nodes_and_pods_read_the_same_in_any_key_order() {
+    // The one-pass reader needs apiVersion and kind first; other orders take the general path.
+    let usual = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"1"}},
+        "spec":{"nodeName":"n1","containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2"}}}]},
+        "status":{"phase":"Running"}}"#;
+    let unusual = r#"{"status":{"phase":"Running"},"metadata":{"name":"p","labels":{"a":"1"}},
+        "spec":{"nodeName":"n1","containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2"}}}]},
+        "kind":"Pod","apiVersion":"v1"}"#;
+    let (a, b) = (
+        Snapshot::parse(usual).unwrap(),
+        Snapshot::parse(unusual).unwrap(),
+    );
+    assert_eq!(a.pods, b.pods);
+    assert_eq!(a.pods[0].spec.node_name, "n1");
+    assert_eq!(a.pods[0].metadata.label("a"), Some("1"));
+}
+
+#[test]
+fn large_lists_read_in_parallel_keep_item_order_and_report_the_first_error() {
+    let text = large_list(8000, &[]);
+    assert!(
+        text.len() > 4 << 20,
+        "the List must be large enough to be split"
+    );
+    let s = Snapshot::parse(&text).unwrap();
+    assert_eq!(s.pods.len(), 7999);
+    assert_eq!(s.skipped.get("Service"), Some(&1));
+    let names: Vec<&str> = s.pods.iter().map(|p| p.metadata.name.as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+
+    // Two broken items far apart: the one with the lower index is reported.
+    let e = Snapshot::parse(&large_list(8000, &[6100, 5200])).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "document 1, item 5200 (Pod ns/p05200), field spec.containers: invalid type: string \"not a list\", expected a sequence"
+    );
 }
 
 #[test]

@@ -59,7 +59,7 @@ pub struct PodParts {
     /// OME's main container, merged over the runtime's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::open_object")]
-    pub runner: Option<Container>,
+    pub runner: Option<Box<Container>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler_name: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -67,7 +67,7 @@ pub struct PodParts {
     pub node_selector: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::open_object")]
-    pub affinity: Option<Affinity>,
+    pub affinity: Option<Box<Affinity>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "schema::open_object_list")]
     pub tolerations: Vec<Toleration>,
@@ -100,6 +100,8 @@ pub struct WorkerSpec {
 }
 
 /// A component as an InferenceService or a runtime declares it.
+// The large optional parts are boxed: most components have none, and a snapshot may hold
+// 20,000 InferenceServices.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
@@ -120,9 +122,9 @@ pub struct ComponentSpec {
     #[serde(flatten)]
     pub pod: PodParts,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub leader: Option<LeaderSpec>,
+    pub leader: Option<Box<LeaderSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub worker: Option<WorkerSpec>,
+    pub worker: Option<Box<WorkerSpec>>,
     /// RawDeployment's rollout pacing; ignored on OMENative components.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::open_object")]

@@ -33,19 +33,19 @@ pub struct InferenceServiceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<RuntimeRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine: Option<ComponentSpec>,
+    pub engine: Option<Box<ComponentSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decoder: Option<ComponentSpec>,
+    pub decoder: Option<Box<ComponentSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub router: Option<ComponentSpec>,
+    pub router: Option<Box<ComponentSpec>>,
 }
 
 impl InferenceServiceSpec {
     pub fn component(&self, kind: ComponentKind) -> Option<&ComponentSpec> {
         match kind {
-            ComponentKind::Engine => self.engine.as_ref(),
-            ComponentKind::Decoder => self.decoder.as_ref(),
-            ComponentKind::Router => self.router.as_ref(),
+            ComponentKind::Engine => self.engine.as_deref(),
+            ComponentKind::Decoder => self.decoder.as_deref(),
+            ComponentKind::Router => self.router.as_deref(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! OME v1.3 API types (group `ome.io`, version `v1beta1`) and the well-known keys.
 
 pub mod component;
+pub mod core;
 pub mod crds;
 pub mod isvc;
 pub mod keys;

@@ -11,11 +11,11 @@ use super::component::{ComponentKind, ComponentSpec};
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeFields {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine_config: Option<ComponentSpec>,
+    pub engine_config: Option<Box<ComponentSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decoder_config: Option<ComponentSpec>,
+    pub decoder_config: Option<Box<ComponentSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub router_config: Option<ComponentSpec>,
+    pub router_config: Option<Box<ComponentSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled: Option<bool>,
 }
@@ -23,9 +23,9 @@ pub struct RuntimeFields {
 impl RuntimeFields {
     pub fn component(&self, kind: ComponentKind) -> Option<&ComponentSpec> {
         match kind {
-            ComponentKind::Engine => self.engine_config.as_ref(),
-            ComponentKind::Decoder => self.decoder_config.as_ref(),
-            ComponentKind::Router => self.router_config.as_ref(),
+            ComponentKind::Engine => self.engine_config.as_deref(),
+            ComponentKind::Decoder => self.decoder_config.as_deref(),
+            ComponentKind::Router => self.router_config.as_deref(),
         }
     }
 }

@@ -1,0 +1,181 @@
+//! Reading a large List on every core. One scan finds the items' boundaries and hands them out in
+//! batches while it goes on; readers turn each batch into a partial [`Snapshot`], and the parts
+//! are merged back in item order, so the result is the same as reading the items one by one.
+
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+use serde::Deserializer as _;
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::{Snapshot, SnapshotError, without_position};
+
+/// Items per batch: small enough to keep every reader busy, large enough to make the hand-over
+/// cheap.
+const BATCH_ITEMS: usize = 512;
+/// Below this size a document is read on the calling thread alone.
+const PARALLEL_MIN_BYTES: usize = 4 << 20;
+
+/// The first item's index and the items.
+type Batch<'a> = (usize, Vec<&'a RawValue>);
+type Part = (usize, Result<Snapshot, SnapshotError>);
+
+/// Reads a JSON document that is a `*List` with `items`; `Ok(None)` when it is anything else.
+pub(super) fn read_list(document: usize, json: &str) -> Result<Option<Snapshot>, SnapshotError> {
+    let workers = if json.len() >= PARALLEL_MIN_BYTES {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(8)) - 1
+    } else {
+        0
+    };
+    let (batches, queue) = channel::<Batch>();
+    let queue = Mutex::new(queue);
+    let (scanned, mut parts) = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..workers)
+            .map(|_| scope.spawn(|| read_batches(document, &queue)))
+            .collect();
+        // The scan owns the sender, so the queue closes when the scan ends.
+        let scanned = scan(json, batches);
+        let mut parts = read_batches(document, &queue);
+        for reader in readers {
+            parts.extend(
+                reader
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            );
+        }
+        (scanned, parts)
+    });
+    let (kind, has_items) = scanned.map_err(|e| {
+        SnapshotError::in_document(
+            document,
+            format!("not a Kubernetes object: {}", without_position(&e)),
+        )
+    })?;
+    if !(has_items && kind.is_some_and(|k| k.ends_with("List"))) {
+        return Ok(None);
+    }
+    parts.sort_by_key(|(start, _)| *start);
+    let mut snapshot = Snapshot::default();
+    let parts = parts
+        .into_iter()
+        .map(|(_, part)| part)
+        .collect::<Result<Vec<Snapshot>, SnapshotError>>()?;
+    snapshot
+        .nodes
+        .reserve_exact(parts.iter().map(|p| p.nodes.len()).sum());
+    snapshot
+        .pods
+        .reserve_exact(parts.iter().map(|p| p.pods.len()).sum());
+    for part in parts {
+        snapshot.append(part);
+    }
+    Ok(Some(snapshot))
+}
+
+fn read_batches(document: usize, queue: &Mutex<Receiver<Batch>>) -> Vec<Part> {
+    let mut parts = Vec::new();
+    loop {
+        let next = queue.lock().unwrap_or_else(|p| p.into_inner()).recv();
+        let Ok((start, items)) = next else {
+            return parts;
+        };
+        let mut part = Snapshot::default();
+        let read = items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, raw)| part.add_object(document, Some(start + i), raw.get()));
+        parts.push((start, read.map(|()| part)));
+    }
+}
+
+/// The document's `kind` and whether it has an `items` array, sending the items on as found.
+fn scan<'a>(
+    json: &'a str,
+    batches: Sender<Batch<'a>>,
+) -> serde_json::Result<(Option<String>, bool)> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let scanned = de.deserialize_map(Envelope { batches })?;
+    de.end()?;
+    Ok(scanned)
+}
+
+struct Envelope<'a> {
+    batches: Sender<Batch<'a>>,
+}
+
+impl<'de> Visitor<'de> for Envelope<'de> {
+    type Value = (Option<String>, bool);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a Kubernetes object or List")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut kind, mut has_items) = (None, false);
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "kind" => kind = map.next_value::<Option<String>>()?,
+                "items" if !has_items => {
+                    has_items = map.next_value_seed(Items {
+                        batches: &self.batches,
+                    })?
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok((kind, has_items))
+    }
+}
+
+/// `items`: an array (true) or null (false).
+struct Items<'s, 'a> {
+    batches: &'s Sender<Batch<'a>>,
+}
+
+impl<'de> DeserializeSeed<'de> for Items<'_, 'de> {
+    type Value = bool;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Items<'_, 'de> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("`items` as an array of objects")
+    }
+
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let (mut start, mut batch) = (0, Vec::with_capacity(BATCH_ITEMS));
+        while let Some(item) = seq.next_element::<&'de RawValue>()? {
+            batch.push(item);
+            if batch.len() == BATCH_ITEMS {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH_ITEMS));
+                start += full.len();
+                self.send(start - full.len(), full)?;
+            }
+        }
+        if !batch.is_empty() {
+            self.send(start, batch)?;
+        }
+        Ok(true)
+    }
+}
+
+impl<'a> Items<'_, 'a> {
+    fn send<E: serde::de::Error>(&self, start: usize, batch: Vec<&'a RawValue>) -> Result<(), E> {
+        // Readers only stop when the queue closes, and the calling thread reads too.
+        self.batches
+            .send((start, batch))
+            .map_err(|_| E::custom("the snapshot readers stopped"))
+    }
+}
