@@ -11,3 +11,4 @@ pub mod names;
 pub mod pools;
 pub mod quantity;
 pub mod snapshot;
+pub mod solver;
