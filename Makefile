@@ -26,9 +26,10 @@ demo: ## Draw the demo cluster's GPU pools (no cluster needed)
 crds: ## Regenerate manifests/crds from the Rust types
 	$(CARGO) run -q -p alfred-shared --example crds -- manifests/crds
 
-bench: ## Benchmarks: snapshot load (10k nodes, 80k pods, 20k InferenceServices), then criterion
+bench: ## Benchmarks: snapshot load (10k nodes, 80k pods), drain solver (2k and 10k containers)
 	$(CARGO) run -q --release -p alfred-shared --example load_bench
-	$(CARGO) bench -p alfred-shared
+	$(CARGO) run -q --release -p alfred-shared --example solver_bench -- 2000 0 1
+	$(CARGO) run -q --release -p alfred-shared --example solver_bench -- 10000 100 1
 
 install: ## Put kubectl-alfred on PATH (so `kubectl alfred` works)
 	$(CARGO) install --locked --path kubectl-alfred

@@ -2,6 +2,7 @@
 
 mod live;
 mod render;
+mod solve;
 mod source;
 
 use std::process::ExitCode;
@@ -67,6 +68,9 @@ enum Command {
     Pools,
     /// Write the live cluster as a snapshot file that any command can replay with -f.
     Snapshot,
+    /// Solve an assignment problem file (-f) with the drain solver: containers, objects,
+    /// dimensions, constraints and goals; prints the moves in order. See README "solve".
+    Solve,
 }
 
 fn main() -> ExitCode {
@@ -112,6 +116,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let snapshot = live::read_snapshot(&cli.global).await?;
             render::snapshot(&snapshot, cli.global.output)?;
         }
+        Command::Solve => solve::run(&cli.global)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -46,16 +46,21 @@ pub async fn load(args: &GlobalArgs) -> Result<Input> {
     })
 }
 
-pub fn read_file(path: &str) -> Result<Snapshot> {
-    let text = if path == "-" {
+/// A file's text; `-` is standard input. `what` names the file in errors.
+pub fn read_text(path: &str, what: &str) -> Result<String> {
+    if path == "-" {
         let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
-            .context("reading the snapshot from standard input")?;
-        text
+            .with_context(|| format!("reading the {what} from standard input"))?;
+        Ok(text)
     } else {
-        std::fs::read_to_string(path).with_context(|| format!("reading snapshot file {path}"))?
-    };
+        std::fs::read_to_string(path).with_context(|| format!("reading {what} file {path}"))
+    }
+}
+
+pub fn read_file(path: &str) -> Result<Snapshot> {
+    let text = read_text(path, "snapshot")?;
     let name = if path == "-" { "standard input" } else { path };
     let snapshot = Snapshot::parse(&text).map_err(|e| {
         anyhow!("{name}: {e}\nfix or remove that object; the file must be `kubectl get -o yaml|json` output")

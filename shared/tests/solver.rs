@@ -335,3 +335,132 @@ fn an_ejection_chain_makes_room_for_a_large_object() {
     assert!(names[..2].iter().all(|(_, to)| *to == "host2"), "{names:?}");
     assert_eq!(s.broken, (1, 0));
 }
+
+mod file {
+    use alfred::solver::file::{ProblemDocument, SolutionReport};
+    use alfred::solver::{Unlimited, solve};
+
+    /// The example from the issue, in the file format.
+    const EXAMPLE: &str = r#"
+assignment: {host0: [task0, task1, task2], host1: [task3], host2: []}
+dimensions:
+  gpu: {objects: {task0: 1}, objectDefault: 0, containers: {host0: 8}, containerDefault: 8}
+constraints:
+  - capacity: {dimension: gpu}
+  - toFree: {containers: [host0], dimension: gpu}
+    policy: default
+goals:
+  - toFree: {containers: [host1], formula: MINIMIZE_OCCUPIED_CONTAINERS}
+    priority: 0
+    weight: 1
+  - affinity: [{object: task3, container: host0, weight: 1}]
+    priority: 1
+  - minimizeMovement: {}
+    priority: 2
+solver: {timeLimitSeconds: 10, maxMoves: 100000, seed: 1}
+"#;
+
+    #[test]
+    fn the_documented_example_solves() {
+        let doc = ProblemDocument::parse(EXAMPLE).unwrap();
+        assert_eq!(doc.time_limit_seconds, Some(10.0));
+        let s = solve(&doc.problem, &doc.options, &Unlimited).unwrap();
+        let r = SolutionReport::new(&doc.problem, &s);
+        // task0, the only GPU user, must leave host0; task3 uses no GPU, so the gpu constraint
+        // lets it into host0, which it prefers, and that empties host1 as the goal wants.
+        assert_ne!(r.assignment["task0"], "host0");
+        assert_eq!(r.assignment["task1"], "host0");
+        assert_eq!(r.assignment["task3"], "host0");
+        assert_eq!(r.priorities, vec![0, 1, 2]);
+        assert_eq!(r.initial_objective, vec![1.0, 1.0, 0.0]);
+        assert_eq!(r.final_objective, vec![0.0, 0.0, 2.0]);
+        assert_eq!(r.end_reason, "NoImprovingMove");
+        assert_eq!((r.broken.initial, r.broken.final_), (1, 0));
+        let json = serde_json::to_value(&r).unwrap();
+        for key in [
+            "assignment",
+            "moves",
+            "initialObjective",
+            "finalObjective",
+            "broken",
+            "endReason",
+            "unmovable",
+        ] {
+            assert!(json.get(key).is_some(), "{key} missing from {json}");
+        }
+        assert_eq!(
+            json["broken"],
+            serde_json::json!({"initial": 1, "final": 0})
+        );
+    }
+
+    #[test]
+    fn ill_formed_files_say_what_is_wrong() {
+        let cases = [
+            (
+                "assignment: {h: [a]}\nconstraints: [{capacity: {dimension: gpu}}]\n",
+                "constraints[0].capacity: unknown dimension gpu",
+            ),
+            (
+                "assignment: {h: [a], g: [a]}\n",
+                "object a is in two containers (h and g)",
+            ),
+            (
+                "assignment: {h: [a]}\ngoals: [{affinity: [{object: b, container: h}]}]\n",
+                "goals[0].affinity: unknown object b",
+            ),
+            (
+                "assignment: {h: [a]}\nconstraints: [{toFree: {containers: [x]}}]\n",
+                "constraints[0].toFree: unknown container x",
+            ),
+            (
+                "assignment: {h: [a]}\nconstraints: [{minimizeMovement: {}, pinned: {objects: [a]}}]\n",
+                "constraints[0]: give exactly one of",
+            ),
+            (
+                "assignment: {h: [a]}\nconstraints: [{pinned: {objects: [a]}, policy: strict}]\n",
+                "constraints[0].policy: \"strict\" is not one of default, hard, soft",
+            ),
+            (
+                "assignment: {h: [a]}\ngoals: [{minimizeMovement: {}, policy: hard}]\n",
+                "goals[0]: policy is for constraints",
+            ),
+            (
+                "assignment: {h: [a]}\ndimensions: {count: {objectDefault: 2}}\n",
+                "count is built in",
+            ),
+            (
+                "assignment: {h: [a]}\nsolver: {timeLimitSeconds: 0}\n",
+                "solver.timeLimitSeconds must be above 0",
+            ),
+            (
+                "assignment: {h: [a]}\nsolver: {seeds: 1}\n",
+                "unknown field `seeds`",
+            ),
+            (
+                "assignment: {h: a}\n",
+                "assignment.h: a list of object names",
+            ),
+            ("assignment: [h]\n", "assignment"),
+            ("{{{", ""),
+        ];
+        for (text, want) in cases {
+            let e = ProblemDocument::parse(text)
+                .err()
+                .unwrap_or_else(|| panic!("{text:?} parsed"));
+            assert!(e.to_string().contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn count_capacities_limit_objects_per_container() {
+        let doc = ProblemDocument::parse(
+            "assignment: {h0: [a, b, c], h1: []}\ndimensions: {count: {containerDefault: 2}}\n\
+             constraints: [{capacity: {dimension: count}}]\n",
+        )
+        .unwrap();
+        let s = solve(&doc.problem, &doc.options, &Unlimited).unwrap();
+        assert_eq!(s.moves.len(), 1);
+        assert_eq!(s.broken, (1, 0));
+    }
+}

@@ -13,6 +13,7 @@
 
 mod affinity;
 mod capacity;
+pub mod file;
 mod movement;
 mod pinned;
 mod search;

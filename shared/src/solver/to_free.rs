@@ -39,6 +39,8 @@ impl ToFreeFormula {
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToFreeSpec {
+    /// Names the spec in reasons and errors.
+    pub name: String,
     pub containers: Vec<ContainerId>,
     /// The dimension to drive to zero; None is the object count.
     pub dimension: Option<DimId>,
@@ -62,7 +64,10 @@ impl ToFreeSpec {
         dimension_name: &str,
         as_constraint: bool,
     ) -> Result<ToFreeTerm, SolveError> {
-        let label = format!("toFree({dimension_name})");
+        let label = match self.name.as_str() {
+            "" => format!("toFree({dimension_name})"),
+            name => format!("toFree({dimension_name}) {name}"),
+        };
         let dimension = self.dimension.unwrap_or(super::COUNT);
         if as_constraint && self.formula != ToFreeFormula::default() {
             return Err(SolveError::Invalid(format!(
@@ -174,6 +179,7 @@ mod tests {
         formula: ToFreeFormula,
     ) -> Spec {
         Spec::ToFree(ToFreeSpec {
+            name: String::new(),
             containers: hosts.iter().map(|h| p.container_id(h).unwrap()).collect(),
             dimension,
             formula,
