@@ -1,5 +1,8 @@
 //! Output: tables for people, JSON and YAML for scripts.
 
+use std::fmt::Write as _;
+use std::io::Write as _;
+
 use alfred::pools::PoolReport;
 use alfred::snapshot::Snapshot;
 use anyhow::Result;
@@ -7,24 +10,36 @@ use serde::Serialize;
 
 use crate::Output;
 
-fn structured<T: Serialize>(value: &T, output: Output) -> Result<bool> {
-    match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(value)?),
-        Output::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
-        Output::Table | Output::Wide => return Ok(false),
+/// Writes a command's output to stdout. A reader that stops early (`| head`) is not an error.
+pub fn emit(text: &str) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => Ok(result?),
     }
-    Ok(true)
+}
+
+/// JSON or YAML for scripts; None for the table formats.
+pub fn structured<T: Serialize>(value: &T, output: Output) -> Result<Option<String>> {
+    Ok(match output {
+        Output::Json => Some(serde_json::to_string_pretty(value)? + "\n"),
+        Output::Yaml => Some(serde_yaml_ng::to_string(value)?),
+        Output::Table | Output::Wide => None,
+    })
 }
 
 /// Each pool: one line per node with its GPUs as cells (█ used, ░ free), then the totals.
 pub fn pools(reports: &[PoolReport], output: Output) -> Result<()> {
-    if structured(&reports, output)? {
-        return Ok(());
+    if let Some(text) = structured(&reports, output)? {
+        return emit(&text);
     }
     if reports.is_empty() {
-        println!("No GPU nodes found.");
-        return Ok(());
+        return emit("No GPU nodes found.\n");
     }
+    let mut out = String::new();
     let name_width = reports
         .iter()
         .flat_map(|p| p.nodes.iter().map(|n| n.name.len()))
@@ -38,10 +53,14 @@ pub fn pools(reports: &[PoolReport], output: Output) -> Result<()> {
         .unwrap_or(0) as usize;
     for (i, pool) in reports.iter().enumerate() {
         if i > 0 {
-            println!();
+            writeln!(out)?;
         }
         let t = &pool.totals;
-        println!("POOL {}  ({} nodes, {} GPUs)", pool.pool, t.nodes, t.gpus);
+        writeln!(
+            out,
+            "POOL {}  ({} nodes, {} GPUs)",
+            pool.pool, t.nodes, t.gpus
+        )?;
         for n in &pool.nodes {
             let used = n.used.max(0) as usize;
             let free = n.free.max(0) as usize;
@@ -52,33 +71,37 @@ pub fn pools(reports: &[PoolReport], output: Output) -> Result<()> {
             } else {
                 format!("  [{}]", n.markers.join(", "))
             };
-            println!(
+            writeln!(
+                out,
                 "  {:<name_width$}  {cells}{}  {:>2} free{markers}",
                 n.name,
                 " ".repeat(pad),
                 n.free
-            );
+            )?;
         }
-        println!(
+        writeln!(
+            out,
             "  total: {} used, {} free, {} free where new pods can land, largest free block {}",
             t.used, t.free, t.schedulable_free, t.largest_free_block
-        );
+        )?;
     }
-    println!();
-    println!(
+    writeln!(out)?;
+    writeln!(
+        out,
         "█ used GPU  ░ free GPU; nodes marked unhealthy, unknown, suspect, maintenance, cordoned,"
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "scale-down or preemptible take no new pods from Alfred and are left out of the free block."
-    );
-    Ok(())
+    )?;
+    emit(&out)
 }
 
 pub fn snapshot(snapshot: &Snapshot, output: Output) -> Result<()> {
     let list = snapshot.to_list();
     match output {
-        Output::Json => println!("{}", serde_json::to_string(&list)?),
-        _ => print!("{}", serde_yaml_ng::to_string(&list)?),
+        Output::Json => emit(&(serde_json::to_string(&list)? + "\n"))?,
+        _ => emit(&serde_yaml_ng::to_string(&list)?)?,
     }
     eprintln!("snapshot: {} objects", snapshot.object_count());
     Ok(())

@@ -1,5 +1,6 @@
 //! `kubectl alfred solve -f problem.yaml`: the assignment solver on a user's own problem.
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use alfred::solver::file::{ProblemDocument, SolutionReport};
@@ -8,7 +9,7 @@ use anyhow::{Result, anyhow};
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use crate::{GlobalArgs, Output, source};
+use crate::{GlobalArgs, render, source};
 
 /// The wall clock the pure solver cannot read.
 struct Deadline(Option<Instant>);
@@ -35,12 +36,10 @@ pub fn run(args: &GlobalArgs) -> Result<()> {
         solve(&doc.problem, &doc.options, &deadline).map_err(|e| anyhow!("{name}: {e}"))?;
     let elapsed = start.elapsed();
     let report = SolutionReport::new(&doc.problem, &solution);
-    match args.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Output::Yaml => print!("{}", serde_yaml_ng::to_string(&report)?),
-        Output::Table | Output::Wide => table(&report, elapsed),
+    match render::structured(&report, args.output)? {
+        Some(text) => render::emit(&text),
+        None => render::emit(&table(&report, elapsed)?),
     }
-    Ok(())
 }
 
 #[derive(Tabled)]
@@ -55,24 +54,28 @@ struct MoveRow {
     to: String,
 }
 
-fn table(r: &SolutionReport, elapsed: Duration) {
-    println!(
+fn table(r: &SolutionReport, elapsed: Duration) -> Result<String> {
+    let mut out = String::new();
+    writeln!(
+        out,
         "{} after {} moves in {:.3} s; broken constraint components {} -> {}",
         r.end_reason,
         r.moves.len(),
         elapsed.as_secs_f64(),
         r.broken.initial,
         r.broken.final_
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "violation of broken constraints: {} -> {}",
         r.initial_violation, r.final_violation
-    );
+    )?;
     for (i, p) in r.priorities.iter().enumerate() {
-        println!(
+        writeln!(
+            out,
             "goals at priority {p}: {} -> {}",
             r.initial_objective[i], r.final_objective[i]
-        );
+        )?;
     }
     if !r.moves.is_empty() {
         let rows = r.moves.iter().enumerate().map(|(i, m)| MoveRow {
@@ -85,14 +88,15 @@ fn table(r: &SolutionReport, elapsed: Duration) {
                 m.to.clone()
             },
         });
-        println!();
-        println!("{}", Table::new(rows).with(Style::blank()));
+        writeln!(out)?;
+        writeln!(out, "{}", Table::new(rows).with(Style::blank()))?;
     }
     if !r.unmovable.is_empty() {
-        println!();
-        println!("Could not move:");
+        writeln!(out)?;
+        writeln!(out, "Could not move:")?;
         for u in &r.unmovable {
-            println!("  {} on {}: {}", u.object, u.container, u.reason);
+            writeln!(out, "  {} on {}: {}", u.object, u.container, u.reason)?;
         }
     }
+    Ok(out)
 }

@@ -98,3 +98,35 @@ fn problems_read_from_stdin_and_errors_name_the_file() {
     assert!(!ok);
     assert!(err.contains("solve needs a problem file"), "{err}");
 }
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    use std::io::{BufRead, BufReader};
+    // 4,000 moves: more output than a pipe holds, so the write meets a closed pipe.
+    let objects: Vec<String> = (0..4000).map(|i| format!("task-{i}")).collect();
+    let problem = format!(
+        "assignment: {{h0: [{}], h1: []}}\nconstraints: [{{toFree: {{containers: [h0]}}}}]\n",
+        objects.join(", ")
+    );
+    let path = std::env::temp_dir().join(format!("alfred-solve-pipe-{}.yaml", std::process::id()));
+    std::fs::write(&path, problem).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-alfred"))
+        .args(["solve", "-f", path.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(first.starts_with("Optimal after 4000 moves"), "{first}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}

@@ -464,3 +464,45 @@ solver: {timeLimitSeconds: 10, maxMoves: 100000, seed: 1}
         assert_eq!(s.broken, (1, 0));
     }
 }
+
+mod limits {
+    use alfred::solver::file::ProblemDocument;
+    use alfred::solver::{Budget, EndReason, Options, Unlimited, solve};
+
+    const DRAIN: &str = "assignment: {h0: [a, b, c], h1: [], h2: []}\n\
+                         constraints: [{toFree: {containers: [h0]}}]\n";
+
+    struct Spent;
+    impl Budget for Spent {
+        fn exhausted(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn the_move_limit_stops_the_search_with_a_consistent_plan() {
+        let doc = ProblemDocument::parse(DRAIN).unwrap();
+        let options = Options {
+            max_moves: 2,
+            ..doc.options.clone()
+        };
+        let s = solve(&doc.problem, &options, &Unlimited).unwrap();
+        assert_eq!(s.end_reason, EndReason::MoveLimit);
+        assert_eq!(s.moves.len(), 2);
+        assert_eq!(s.final_violation, 1.0);
+        assert_eq!(s.unmovable.len(), 1, "the object left is reported");
+        assert_eq!(
+            s.unmovable[0].reason,
+            "the search ended (MoveLimit) before moving it"
+        );
+    }
+
+    #[test]
+    fn a_spent_budget_stops_before_any_move() {
+        let doc = ProblemDocument::parse(DRAIN).unwrap();
+        let s = solve(&doc.problem, &doc.options, &Spent).unwrap();
+        assert_eq!(s.end_reason, EndReason::TimeLimit);
+        assert!(s.moves.is_empty());
+        assert_eq!(s.broken, (1, 1));
+    }
+}

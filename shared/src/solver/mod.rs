@@ -498,7 +498,7 @@ pub fn solve(
             });
         }
     }
-    let unmovable = search.unmovable();
+    let unmovable = search.unmovable(end_reason);
     let broken_finally = search
         .constraints
         .iter()

@@ -600,18 +600,27 @@ impl<'a> Search<'a> {
 
     /// For each object still hot at the end, what kept it from moving: the constraints that
     /// refused each other container, most frequent first.
-    pub fn unmovable(&mut self) -> Vec<Unmovable> {
+    pub fn unmovable(&mut self, end: EndReason) -> Vec<Unmovable> {
         let mut out = Vec::new();
         let mut delta = vec![0.0; self.objective.len()];
         for object in self.hot_objects(true) {
             let from = self.state.assignment[object];
             let mut blocked = vec![0usize; self.constraints.len()];
-            let mut not_better = 0;
+            let (mut not_better, mut better) = (0, 0);
             for to in (0..self.state.containers()).filter(|&c| c != from) {
                 match self.assess(object, to, false, &mut delta) {
                     Err(i) => blocked[i] += 1,
+                    Ok(()) if improving(&delta) => better += 1,
                     Ok(()) => not_better += 1,
                 }
+            }
+            if better > 0 {
+                out.push(Unmovable {
+                    object,
+                    container: from,
+                    reason: format!("the search ended ({}) before moving it", end.as_str()),
+                });
+                continue;
             }
             let mut parts: Vec<(usize, String)> = blocked
                 .iter()
