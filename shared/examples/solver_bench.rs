@@ -10,32 +10,27 @@
 
 use std::time::Instant;
 
-use alfred::solver::{CapacitySpec, Options, Policy, Problem, Spec, ToFreeSpec, Unlimited, solve};
+use alfred::solver::{
+    CapacitySpec, Options, Policy, Problem, SeededRng, Spec, ToFreeSpec, Unlimited, solve,
+};
 
 const GPUS: u32 = 8;
 const FILL: f64 = 0.78;
 const DRAIN: f64 = 0.05;
 
-struct Rng(u64);
+struct Rng(SeededRng);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.0.next_u64() % n as u64) as usize
     }
     fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        (self.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
 /// Container -> its objects' sizes, then the drained containers.
 fn generate(containers: usize, spare: usize, seed: u64) -> (Vec<Vec<u32>>, Vec<usize>) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(SeededRng(seed));
     let target = (containers as f64 * f64::from(GPUS) * FILL) as u32;
     let mut sizes = Vec::new();
     let mut total = 0;

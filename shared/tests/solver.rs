@@ -238,9 +238,8 @@ fn ill_formed_problems_are_errors_not_panics() {
     let _ = a;
 }
 
-#[test]
-fn a_hard_constraint_left_broken_is_an_error() {
-    // One 8-GPU task on a host to free, and nowhere else with room.
+/// One 8-GPU task on a host to free, and nowhere else with room.
+fn no_room_to_drain(policy: Policy) -> Problem {
     let mut p = Problem::new();
     let h0 = p.add_container("host0").unwrap();
     let h1 = p.add_container("host1").unwrap();
@@ -259,37 +258,31 @@ fn a_hard_constraint_left_broken_is_an_error() {
             containers: vec![h0],
             ..Default::default()
         }),
-        Policy::Hard,
+        policy,
     );
-    let e = solve(&p, &Options::default(), &Unlimited).unwrap_err();
+    p
+}
+
+#[test]
+fn a_hard_constraint_left_broken_is_an_error() {
+    let e = solve(
+        &no_room_to_drain(Policy::Hard),
+        &Options::default(),
+        &Unlimited,
+    )
+    .unwrap_err();
     assert!(
         e.to_string()
             .starts_with("hard constraint toFree(count) is still broken in 1"),
         "{e}"
     );
-
     // Under the default policy the same problem is a best effort that says why.
-    let mut p2 = Problem::new();
-    let h0 = p2.add_container("host0").unwrap();
-    let h1 = p2.add_container("host1").unwrap();
-    let gpu = p2.add_dimension("gpu", 8.0, Some(8.0)).unwrap();
-    p2.add_object("big", h0).unwrap();
-    p2.add_object("other", h1).unwrap();
-    p2.add_constraint(
-        Spec::Capacity(CapacitySpec {
-            dimension: gpu,
-            limit: None,
-        }),
-        Policy::Default,
-    );
-    p2.add_constraint(
-        Spec::ToFree(ToFreeSpec {
-            containers: vec![h0],
-            ..Default::default()
-        }),
-        Policy::Default,
-    );
-    let s = solve(&p2, &Options::default(), &Unlimited).unwrap();
+    let s = solve(
+        &no_room_to_drain(Policy::Default),
+        &Options::default(),
+        &Unlimited,
+    )
+    .unwrap();
     assert!(s.moves.is_empty());
     assert_eq!(s.unmovable.len(), 1);
     assert_eq!(s.unmovable[0].reason, "capacity(gpu) in 1 container");

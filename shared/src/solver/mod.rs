@@ -328,6 +328,20 @@ fn spec_name(spec: &Spec) -> &'static str {
     }
 }
 
+/// SplitMix64: a small deterministic generator, for the search's tie-breaking orders and for
+/// generating benchmark problems from a seed.
+pub struct SeededRng(pub u64);
+
+impl SeededRng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Options {
     /// The search stops before recording more moves than this.

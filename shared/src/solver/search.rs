@@ -10,6 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
+use super::SeededRng;
 use super::state::State;
 use super::term::{EPS, Effect, Term};
 use super::{Budget, ContainerId, DimId, EndReason, Move, ObjectId, Options, Policy, Unmovable};
@@ -53,18 +54,6 @@ impl Ord for Free {
     }
 }
 
-/// SplitMix64: a small deterministic generator for tie-breaking orders.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 fn positive(x: f64) -> f64 {
     x.max(0.0)
 }
@@ -82,8 +71,12 @@ fn lower(a: &[f64], b: &[f64]) -> bool {
     false
 }
 
+/// The first bucket that changes, decreases.
 fn improving(delta: &[f64]) -> bool {
-    lower(delta, &vec![0.0; delta.len()])
+    delta
+        .iter()
+        .find(|d| d.abs() > EPS)
+        .is_some_and(|d| *d < 0.0)
 }
 
 pub(super) struct Search<'a> {
@@ -96,7 +89,7 @@ pub(super) struct Search<'a> {
     /// The dimension of the first hard capacity constraint: targets are tried best fit first.
     primary: Option<DimId>,
     by_free: BTreeSet<(Free, ContainerId)>,
-    rng: Rng,
+    rng: SeededRng,
     options: &'a Options,
     budget: &'a dyn Budget,
     effects: Vec<Effect>,
@@ -137,7 +130,7 @@ impl<'a> Search<'a> {
             moves: Vec::new(),
             primary,
             by_free,
-            rng: Rng(options.seed),
+            rng: SeededRng(options.seed),
             options,
             budget,
             effects: Vec::new(),
@@ -205,7 +198,7 @@ impl<'a> Search<'a> {
         hot.retain(|&o| !std::mem::replace(&mut seen[o], true));
         let mut keyed: Vec<(f64, u64, ObjectId)> = hot
             .into_iter()
-            .map(|o| (self.size(o), self.rng.next(), o))
+            .map(|o| (self.size(o), self.rng.next_u64(), o))
             .collect();
         keyed.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         keyed.into_iter().map(|(_, _, o)| o).collect()
