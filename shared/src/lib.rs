@@ -12,3 +12,4 @@ pub mod pools;
 pub mod quantity;
 pub mod snapshot;
 pub mod solver;
+pub mod strategy;
