@@ -10,6 +10,7 @@ pub mod mode;
 pub mod names;
 pub mod pools;
 pub mod quantity;
+pub mod rollout;
 pub mod snapshot;
 pub mod solver;
 pub mod strategy;

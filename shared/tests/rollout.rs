@@ -1,0 +1,486 @@
+//! One rollout pass: selection, partition, budgets, mechanisms and the exact hold texts
+//! (omenative-reference.md §3).
+
+use alfred::api::component::ComponentKind;
+use alfred::api::lifecycle::UpdateStrategy;
+use alfred::api::replica::{HoldGate, InstanceStatus, RetryBlock};
+use alfred::rollout::{
+    Change, InstanceFacts, Mechanism, PassInput, PassPlan, PodFact, mechanism, partition_held,
+    plan_pass, staged_message,
+};
+use alfred::strategy::{OperatorDefaults, ResolvedStrategy, resolve};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+
+const OLD: &str = "chat-engine-1a2b3c4d";
+const NEW: &str = "chat-engine-7b4c2e19";
+
+fn now() -> Timestamp {
+    "2026-09-28T10:15:00Z".parse().unwrap()
+}
+
+fn strategy(value: serde_json::Value) -> ResolvedStrategy {
+    let s: UpdateStrategy = serde_json::from_value(value).unwrap();
+    resolve(
+        ComponentKind::Engine,
+        Some(&s),
+        None,
+        &OperatorDefaults::default(),
+    )
+}
+
+/// A row: Ready and serving on a revision.
+fn row(index: i32, revision: &str) -> InstanceStatus {
+    serde_json::from_value(
+        json!({"index": index, "phase": "Ready", "runningRevision": revision,
+        "podCount": 1, "servingPodCount": 1, "activeOrdinal": 0}),
+    )
+    .unwrap()
+}
+
+fn with(mut r: InstanceStatus, patch: serde_json::Value) -> InstanceStatus {
+    let mut v = serde_json::to_value(&r).unwrap();
+    for (k, x) in patch.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    r = serde_json::from_value(v).unwrap();
+    r
+}
+
+fn facts(rows: &[InstanceStatus]) -> Vec<InstanceFacts<'_>> {
+    rows.iter()
+        .map(|row| InstanceFacts {
+            row,
+            pods: Vec::new(),
+        })
+        .collect()
+}
+
+fn pass<'a>(
+    rows: Vec<InstanceFacts<'a>>,
+    strategy: &'a ResolvedStrategy,
+    partition: Option<i32>,
+    blocks: &'a [RetryBlock],
+) -> PassPlan {
+    plan_pass(&PassInput {
+        component: ComponentKind::Engine,
+        target: NEW,
+        desired: rows.len() as u32,
+        pods_per_instance: 1,
+        instances: rows,
+        retry_blocks: blocks,
+        strategy,
+        partition,
+        change: Change::ImagesOnly,
+        now: now(),
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_zero_budget_starts_nothing_and_says_so() {
+    let rows: Vec<InstanceStatus> = (0..2).map(|i| row(i, OLD)).collect();
+    let s = strategy(json!({"type": "InPlaceIfPossible", "rollingUpdate": {"maxUnavailable": 0}}));
+    let p = pass(facts(&rows), &s, None, &[]);
+    assert!(p.starts.is_empty());
+    let hold = p.hold.unwrap();
+    assert_eq!(hold.gate, HoldGate::Budget);
+    assert_eq!(
+        hold.reason,
+        "per-Component unavailability budget 0 exhausted (would become 1)"
+    );
+    assert_eq!(hold.target.as_deref(), Some(NEW));
+}
+
+#[test]
+fn the_budget_admits_starts_in_index_order_and_then_holds() {
+    let rows: Vec<InstanceStatus> = (0..4).map(|i| row(i, OLD)).collect();
+    let s = strategy(json!({"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": "50%"}}));
+    let p = pass(facts(&rows), &s, None, &[]);
+    assert_eq!(
+        p.starts,
+        vec![(0, Mechanism::Recreate), (1, Mechanism::Recreate)]
+    );
+    assert_eq!(p.waiting, vec![2, 3]);
+    assert_eq!(p.hold, None, "a pass that starts something clears the hold");
+
+    // With two already in flight, the next pass starts nothing and holds.
+    let rows = vec![
+        with(
+            row(0, OLD),
+            json!({"phase": "Updating", "operation": {"type": "Update", "step": "Drain"}}),
+        ),
+        with(
+            row(1, OLD),
+            json!({"phase": "Updating", "operation": {"type": "Update", "step": "Drain"}}),
+        ),
+        row(2, OLD),
+        row(3, OLD),
+    ];
+    let p = pass(facts(&rows), &s, None, &[]);
+    assert_eq!(p.continuing, vec![0, 1]);
+    assert!(p.starts.is_empty());
+    assert_eq!(
+        p.hold.unwrap().reason,
+        "per-Component unavailability budget 2 exhausted (would become 3)"
+    );
+}
+
+#[test]
+fn instances_out_of_rotation_start_first() {
+    let rows = vec![
+        row(0, OLD),
+        with(row(1, OLD), json!({"servingPodCount": 0})),
+        row(2, OLD),
+    ];
+    let s = strategy(json!({"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 1}}));
+    let p = pass(facts(&rows), &s, None, &[]);
+    assert_eq!(p.starts, vec![(1, Mechanism::Recreate)]);
+}
+
+#[test]
+fn rolled_instances_not_serving_hold_a_slot_and_are_named() {
+    let rows = vec![
+        with(row(0, NEW), json!({"servingPodCount": 0})),
+        row(1, OLD),
+    ];
+    let s = strategy(json!({"type": "InPlaceIfPossible", "rollingUpdate": {"maxUnavailable": 1}}));
+    let p = pass(facts(&rows), &s, None, &[]);
+    assert!(p.starts.is_empty());
+    assert_eq!(
+        p.hold.unwrap().reason,
+        format!(
+            "per-Component unavailability budget 1 exhausted (would become 2); Instance(s) 0 on revision {NEW} not serving"
+        )
+    );
+}
+
+#[test]
+fn mechanisms() {
+    let single = row(0, OLD);
+    let e = ComponentKind::Engine;
+    use alfred::api::lifecycle::UpdateStrategyType::*;
+    assert_eq!(
+        mechanism(e, &single, SurgeThenDrain, 1, Change::Other),
+        Ok(Mechanism::Surge { new_ordinal: 1 })
+    );
+    let flipped = with(row(0, OLD), json!({"activeOrdinal": 1}));
+    assert_eq!(
+        mechanism(e, &flipped, SurgeThenDrain, 1, Change::Other),
+        Ok(Mechanism::Surge { new_ordinal: 0 })
+    );
+    assert_eq!(
+        mechanism(e, &single, SurgeThenDrain, 3, Change::Other),
+        Ok(Mechanism::GangSurge)
+    );
+    assert_eq!(
+        mechanism(e, &single, RecreatePod, 1, Change::ImagesOnly),
+        Ok(Mechanism::Recreate)
+    );
+    // Image-only changes go in place on single-pod Instances; env, init images, resources do not.
+    assert_eq!(
+        mechanism(e, &single, InPlaceIfPossible, 1, Change::ImagesOnly),
+        Ok(Mechanism::InPlace)
+    );
+    assert_eq!(
+        mechanism(e, &single, InPlaceIfPossible, 1, Change::Other),
+        Ok(Mechanism::Recreate)
+    );
+    assert_eq!(
+        mechanism(e, &single, InPlaceOnly, 1, Change::ImagesOnly),
+        Ok(Mechanism::InPlace)
+    );
+    assert_eq!(
+        mechanism(e, &single, InPlaceOnly, 1, Change::Other),
+        Err("OMENative component=engine instance=0 rejected update: InPlaceOnly strategy but diff exceeds container images".into())
+    );
+    // A leader and workers always recreate under the in-place strategies.
+    assert_eq!(
+        mechanism(e, &single, InPlaceOnly, 4, Change::ImagesOnly),
+        Ok(Mechanism::Recreate)
+    );
+    assert_eq!(
+        mechanism(e, &single, InPlaceIfPossible, 4, Change::ImagesOnly),
+        Ok(Mechanism::Recreate)
+    );
+    // A never-promoted Instance recreates under every strategy.
+    let never: InstanceStatus =
+        serde_json::from_value(json!({"index": 3, "phase": "Failed"})).unwrap();
+    for s in [SurgeThenDrain, RecreatePod, InPlaceIfPossible, InPlaceOnly] {
+        assert_eq!(
+            mechanism(e, &never, s, 1, Change::Other),
+            Ok(Mechanism::Recreate),
+            "{s:?}"
+        );
+    }
+}
+
+#[test]
+fn in_place_only_refusals_do_not_start_or_charge() {
+    let rows: Vec<InstanceStatus> = (0..2).map(|i| row(i, OLD)).collect();
+    let s = strategy(json!({"type": "InPlaceOnly", "rollingUpdate": {"maxUnavailable": 1}}));
+    let p = plan_pass(&PassInput {
+        component: ComponentKind::Engine,
+        target: NEW,
+        desired: 2,
+        pods_per_instance: 1,
+        instances: facts(&rows),
+        retry_blocks: &[],
+        strategy: &s,
+        partition: None,
+        change: Change::Other,
+        now: now(),
+    })
+    .unwrap();
+    assert!(p.starts.is_empty());
+    assert_eq!(p.refused.len(), 2);
+    assert_eq!(p.hold, None);
+}
+
+#[test]
+fn partition_counts_candidates_in_every_phase() {
+    let rows = vec![
+        row(0, NEW), // on target: not a candidate
+        with(
+            row(1, OLD),
+            json!({"phase": "Updating", "operation": {"type": "Update", "step": "Drain"}}),
+        ), // in flight
+        with(
+            row(2, OLD),
+            json!({"phase": "Failed", "operation": {"type": "Update", "step": "Drain"}}),
+        ), // continuation
+        row(3, OLD), // candidate
+        with(row(4, OLD), json!({"phase": "Failed"})), // candidate
+        with(
+            row(5, OLD),
+            json!({"phase": "Migrating", "operation": {"type": "Migrate"}}),
+        ), // migrating source: candidate
+        with(
+            row(6, OLD),
+            json!({"phase": "Creating", "operation": {"type": "Migrate"}}),
+        ), // migration surge target
+        serde_json::from_value(json!({"index": 7})).unwrap(), // unobserved
+        with(row(8, ""), json!({"runningRevision": null})), // empty revision: candidate
+        row(9, OLD),
+    ];
+    let refs: Vec<&InstanceStatus> = rows.iter().collect();
+    assert_eq!(partition_held(&refs, NEW, Some(3)), vec![3, 4, 5]);
+    assert_eq!(partition_held(&refs, NEW, Some(10)), vec![3, 4, 5, 8, 9]);
+    assert!(partition_held(&refs, NEW, Some(0)).is_empty());
+    assert!(partition_held(&refs, NEW, None).is_empty());
+
+    let s = strategy(json!({"type": "RecreatePod"}));
+    let p = pass(facts(&rows), &s, Some(3), &[]);
+    assert_eq!(p.partition_held, vec![3, 4, 5]);
+    let started: Vec<i32> = p.starts.iter().map(|s| s.0).collect();
+    // Held, in-flight, migrating and unobserved rows do not start; an empty running revision
+    // whose pods are not known to be on the target does.
+    assert_eq!(started, vec![8, 9]);
+    assert_eq!(p.continuing, vec![1, 2]);
+}
+
+#[test]
+fn the_staged_message() {
+    let rows = [row(0, OLD), row(1, NEW)];
+    let refs: Vec<&InstanceStatus> = rows.iter().collect();
+    assert_eq!(
+        staged_message(&refs, "llama-3-2-3b-instruct-engine-7b4c2e19", 1, 2),
+        None,
+        "the rolled Instance is not on that target"
+    );
+    let rows = [row(0, OLD), row(1, "llama-3-2-3b-instruct-engine-7b4c2e19")];
+    let refs: Vec<&InstanceStatus> = rows.iter().collect();
+    assert_eq!(
+        staged_message(&refs, "llama-3-2-3b-instruct-engine-7b4c2e19", 1, 2).as_deref(),
+        Some(
+            "Staged at partition 1: 1/2 Instances on llama-3-2-3b-instruct-engine-7b4c2e19, 1 held on the prior revision"
+        )
+    );
+    assert_eq!(staged_message(&refs, NEW, 0, 2), None);
+}
+
+fn pod<'a>(name: &'a str, deletion: Option<&str>, on_running: bool) -> PodFact<'a> {
+    PodFact {
+        name,
+        deletion: deletion.map(|d| d.parse().unwrap()),
+        on_running_revision: on_running,
+    }
+}
+
+#[test]
+fn terminating_and_extra_pods_hold_surge_slots() {
+    let rows: Vec<InstanceStatus> = (0..3).map(|i| row(i, OLD)).collect();
+    let s = strategy(json!({"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}}));
+    let terminating = || {
+        let mut f = facts(&rows);
+        f[0].pods = vec![
+            pod("chat-engine-0-default-0", None, true),
+            pod(
+                "chat-engine-0-default-1",
+                Some("2026-09-28T10:15:30Z"),
+                false,
+            ),
+        ];
+        f
+    };
+    let p = pass(terminating(), &s, None, &[]);
+    assert!(p.starts.is_empty());
+    assert_eq!(
+        p.hold.unwrap().reason,
+        "per-Component surge budget 1 exhausted (would become 2); Terminating pod chat-engine-0-default-1 still counts against the surge budget until its deletion grace elapses"
+    );
+
+    // Past its deletion grace, a lingering pod no longer counts.
+    let mut late = facts(&rows);
+    late[0].pods = vec![
+        pod("chat-engine-0-default-0", None, true),
+        pod(
+            "chat-engine-0-default-1",
+            Some("2026-09-28T10:14:00Z"),
+            false,
+        ),
+    ];
+    let p = pass(late, &s, None, &[]);
+    assert_eq!(p.starts, vec![(0, Mechanism::Surge { new_ordinal: 1 })]);
+
+    // A live extra pod on Instance 2 holds a slot, which a start on Instance 2 takes over.
+    let mut live = facts(&rows);
+    live[2].pods = vec![
+        pod("chat-engine-2-default-0", None, true),
+        pod("chat-engine-2-default-1", None, false),
+    ];
+    let p = pass(live, &s, None, &[]);
+    assert_eq!(p.prior, 1);
+    assert_eq!(p.starts, vec![(2, Mechanism::Surge { new_ordinal: 1 })]);
+    assert_eq!(
+        p.hold, None,
+        "Instance 2's start replaces its extra pod; 0 and 1 wait behind the budget"
+    );
+    assert_eq!(p.waiting, vec![0, 1]);
+}
+
+#[test]
+fn an_eight_pod_instance_draining_holds_one_slot() {
+    let rows: Vec<InstanceStatus> = (0..2)
+        .map(|i| with(row(i, OLD), json!({"podCount": 8, "servingPodCount": 8})))
+        .collect();
+    let names: Vec<String> = (0..16)
+        .map(|k| format!("big-engine-0-pod-{k:02}"))
+        .collect();
+    let mut f = facts(&rows);
+    f[0].pods = names
+        .iter()
+        .enumerate()
+        .map(|(k, n)| pod(n, (k >= 8).then_some("2026-09-28T10:20:00Z"), k < 8))
+        .collect();
+    let s = strategy(json!({"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 2}}));
+    let p = plan_pass(&PassInput {
+        component: ComponentKind::Engine,
+        target: NEW,
+        desired: 2,
+        pods_per_instance: 8,
+        instances: f,
+        retry_blocks: &[],
+        strategy: &s,
+        partition: None,
+        change: Change::Other,
+        now: now(),
+    })
+    .unwrap();
+    assert_eq!(
+        p.prior, 1,
+        "eight draining pods of an eight-pod Instance are one slot"
+    );
+    assert_eq!(p.starts, vec![(0, Mechanism::GangSurge)]);
+    assert_eq!(p.waiting, vec![1]);
+}
+
+#[test]
+fn retry_blocks_hold_with_their_texts() {
+    let rows: Vec<InstanceStatus> = (0..2).map(|i| row(i, OLD)).collect();
+    let s = strategy(json!({"type": "RecreatePod"}));
+    let held: Vec<RetryBlock> =
+        serde_json::from_value(json!([{"targetRevision": NEW, "state": "Held",
+        "attemptsStarted": 3, "reason": "ImagePullBackOff"}]))
+        .unwrap();
+    let p = pass(facts(&rows), &s, None, &held);
+    assert!(p.starts.is_empty());
+    let hold = p.hold.unwrap();
+    assert_eq!(hold.gate, HoldGate::Held);
+    assert_eq!(
+        hold.reason,
+        format!("update to {NEW} held after 3 failed attempt(s): ImagePullBackOff")
+    );
+
+    let backoff: Vec<RetryBlock> =
+        serde_json::from_value(json!([{"targetRevision": NEW, "state": "Backoff",
+        "attemptsStarted": 1, "nextRetryAt": "2026-09-28T10:16:00Z", "reason": "ErrImagePull"}]))
+        .unwrap();
+    let p = pass(facts(&rows), &s, None, &backoff);
+    assert_eq!(
+        p.hold.unwrap().reason,
+        format!("update to {NEW} in backoff after 1 failed attempt(s): ErrImagePull")
+    );
+
+    let due: Vec<RetryBlock> =
+        serde_json::from_value(json!([{"targetRevision": NEW, "state": "Backoff",
+        "attemptsStarted": 1, "nextRetryAt": "2026-09-28T10:14:00Z"}]))
+        .unwrap();
+    assert_eq!(
+        pass(facts(&rows), &s, None, &due).starts.len(),
+        2,
+        "past nextRetryAt the retry starts"
+    );
+
+    let other: Vec<RetryBlock> = serde_json::from_value(
+        json!([{"targetRevision": OLD, "state": "Held", "attemptsStarted": 3}]),
+    )
+    .unwrap();
+    assert_eq!(
+        pass(facts(&rows), &s, None, &other).starts.len(),
+        2,
+        "a new target escapes the block"
+    );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// A pass never charges past the budget it reads, and never starts an Instance the partition
+    /// holds.
+    #[test]
+    fn plans_respect_the_budget_and_the_partition(
+        phases in proptest::collection::vec(0u8..6, 1..10),
+        budget in 0i32..4,
+        partition in 0i32..5,
+        surge in proptest::bool::ANY,
+    ) {
+        let rows: Vec<InstanceStatus> = phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let i = i as i32;
+                match p {
+                    0 => row(i, OLD),
+                    1 => row(i, NEW),
+                    2 => with(row(i, NEW), json!({"servingPodCount": 0})),
+                    3 => with(row(i, OLD), json!({"phase": "Updating", "operation": {"type": "Update", "step": if surge { "Surge" } else { "Drain" }}})),
+                    4 => with(row(i, OLD), json!({"phase": "Failed"})),
+                    _ => with(row(i, OLD), json!({"servingPodCount": 0})),
+                }
+            })
+            .collect();
+        let s = if surge {
+            strategy(json!({"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": budget}}))
+        } else {
+            strategy(json!({"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": budget}}))
+        };
+        let p = pass(facts(&rows), &s, Some(partition), &[]);
+        let b = budget as u32;
+        proptest::prop_assert!(p.starts.is_empty() || p.prior + p.starts.len() as u32 <= b,
+            "prior {} + starts {:?} over budget {}", p.prior, p.starts, b);
+        for (i, _) in &p.starts {
+            proptest::prop_assert!(!p.partition_held.contains(i));
+        }
+    }
+}
