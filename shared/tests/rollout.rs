@@ -484,3 +484,144 @@ proptest::proptest! {
         }
     }
 }
+
+mod mid_surge {
+    use super::*;
+    use alfred::rollout::{GangAbandon, GangReset, MidSurge, SurgePods, gang_abandoned, mid_surge};
+
+    const PINNED: &str = "chat-engine-7b4c2e19";
+    const NEWER: &str = "chat-engine-9d8e7f60";
+
+    fn surging(step: &str) -> InstanceStatus {
+        with(
+            row(0, OLD),
+            json!({"phase": "Updating",
+            "operation": {"type": "Update", "step": step, "targetRevision": PINNED}}),
+        )
+    }
+
+    fn pods(source_stands: bool, source_terminating: bool, replacement_lost: bool) -> SurgePods {
+        SurgePods {
+            source_stands,
+            source_terminating,
+            replacement_lost,
+        }
+    }
+
+    #[test]
+    fn every_row_of_the_single_pod_table() {
+        let e = ComponentKind::Engine;
+        assert_eq!(
+            mid_surge(
+                e,
+                &surging("Surge"),
+                PINNED,
+                NEWER,
+                pods(true, false, false)
+            ),
+            MidSurge::Abandon {
+                event: format!(
+                    "OMENative component=engine instance=0 abandoned superseded surge to {PINNED}; re-surging toward {NEWER}"
+                )
+            }
+        );
+        assert_eq!(
+            mid_surge(e, &surging("Surge"), PINNED, OLD, pods(true, false, false)),
+            MidSurge::Abandon {
+                event: format!(
+                    "OMENative component=engine instance=0 abandoned surge to withdrawn revision {PINNED}; the Instance stays on revision {OLD}"
+                )
+            }
+        );
+        assert_eq!(
+            mid_surge(
+                e,
+                &surging("Surge"),
+                PINNED,
+                NEWER,
+                pods(false, false, false)
+            ),
+            MidSurge::Finish
+        );
+        assert_eq!(
+            mid_surge(
+                e,
+                &surging("SurgeDrain"),
+                PINNED,
+                NEWER,
+                pods(true, true, false)
+            ),
+            MidSurge::Continue
+        );
+        assert_eq!(
+            mid_surge(
+                e,
+                &surging("SurgeDrain"),
+                PINNED,
+                NEWER,
+                pods(true, false, true)
+            ),
+            MidSurge::SourceReturns {
+                event: format!(
+                    "OMENative component=engine instance=0 abandoned surge to withdrawn revision {PINNED}: the replacement was lost after it took over serving and nothing is rebuilt at it; the source returns to rotation on revision {OLD}"
+                )
+            }
+        );
+        assert_eq!(
+            mid_surge(
+                e,
+                &surging("SurgeDrain"),
+                PINNED,
+                NEWER,
+                pods(false, false, true)
+            ),
+            MidSurge::FreshStart {
+                event: format!(
+                    "OMENative component=engine instance=0 abandoned surge to withdrawn revision {PINNED}: the replacement was lost after it took over serving and no source pod stands, so the Instance re-enters as a fresh start at revision {NEWER}"
+                )
+            }
+        );
+        let failed = with(surging("Surge"), json!({"phase": "Failed"}));
+        assert_eq!(
+            mid_surge(e, &failed, PINNED, NEWER, pods(true, false, false)),
+            MidSurge::NextAttempt
+        );
+    }
+
+    #[test]
+    fn gang_messages() {
+        let d = ComponentKind::Decoder;
+        assert_eq!(
+            gang_abandoned(
+                d,
+                1,
+                4,
+                GangAbandon::Failed,
+                GangReset::Reset { running: OLD }
+            ),
+            format!(
+                "OMENative component=decoder instance=1 abandoned failed gang surge (surge-index=4); resetting to revision {OLD} for a fresh rollout"
+            )
+        );
+        assert_eq!(
+            gang_abandoned(d, 1, 4, GangAbandon::Superseded, GangReset::SourceGone),
+            "OMENative component=decoder instance=1 abandoned superseded gang surge (surge-index=4); the source's pods are gone and it re-enters as a fresh start at the roll target"
+        );
+        assert_eq!(
+            gang_abandoned(
+                d,
+                1,
+                4,
+                GangAbandon::Withdrawn { pinned: PINNED },
+                GangReset::SourceReturns { running: OLD }
+            ),
+            format!(
+                "OMENative component=decoder instance=1 abandoned gang surge (surge-index=4): the roll target moved off revision {PINNED} while the replacement gang was short of members, so nothing is rebuilt at it; the source returns to rotation on revision {OLD}"
+            )
+        );
+        assert!(
+            gang_abandoned(d, 2, 5, GangAbandon::Failed, GangReset::NeverRan)
+                .ends_with("the source never ran a revision and re-enters as a fresh start")
+        );
+    }
+}
