@@ -2,6 +2,7 @@
 
 mod live;
 mod render;
+mod rollout;
 mod solve;
 mod source;
 
@@ -71,6 +72,9 @@ enum Command {
     /// Solve an assignment problem file (-f) with the drain solver: containers, objects,
     /// dimensions, constraints and goals; prints the moves in order. See README "solve".
     Solve,
+    /// OMENative rollouts: plan a change before applying it, or see why one stopped.
+    #[command(subcommand)]
+    Rollout(rollout::RolloutCommand),
 }
 
 fn main() -> ExitCode {
@@ -117,6 +121,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             render::snapshot(&snapshot, cli.global.output)?;
         }
         Command::Solve => solve::run(&cli.global)?,
+        Command::Rollout(command) => rollout::run(&command, &cli.global).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,6 +5,7 @@ Deterministic; run it again after editing (needs PyYAML):
     python3 manifests/examples/generate_demo.py > manifests/examples/demo-cluster.yaml
 """
 import datetime
+import json
 import sys
 
 import yaml
@@ -313,6 +314,63 @@ raw("search", "qwen3-embed-legacy", QWEN, ["a100-04"], 1)
 for o in objects:
     if o["kind"] == "InferenceService" and o["metadata"]["name"] == "support-bot-ft":
         o["spec"]["model"] = {"name": "support-bot-ft", "kind": "BaseModel"}
+
+# Rollouts under way (no extra pods, so the pools are unchanged).
+def find(kind, ns, name):
+    return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name
+                and o["metadata"].get("namespace") == ns)
+
+def start_rollout(ns, name, lifecycle, new_image):
+    """Give the engine a new revision; returns (isvc, replica, old revision, new revision)."""
+    isvc_obj = find("InferenceService", ns, name)
+    isvc_obj["spec"]["engine"]["lifecycle"] = lifecycle
+    isvc_obj["metadata"]["generation"] = 4
+    ir = find("InferenceReplica", ns, f"{name}-engine")
+    old = ir["status"]["currentRevision"]
+    new_hash = rev_hash(name + "-" + new_image)
+    new = f"{name}-engine-{new_hash}"
+    ir["status"]["updateRevision"] = new
+    ir["status"]["updatedReplicas"] = 0
+    ir["status"]["updatedReadyReplicas"] = 0
+    return isvc_obj, ir, old, new, new_hash
+
+# qwen3-8b-canary: maxSurge 0 under SurgeThenDrain; its new revision cannot start.
+_, ir, old, new, _ = start_rollout("chat", "qwen3-8b-canary",
+                                   {"updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 0}}},
+                                   "sglang:v0.5.4")
+ir["status"]["rolloutHold"] = {"gate": "Budget", "reason": "per-Component surge budget 0 exhausted (would become 1)",
+                               "target": new, "since": ago(42)}
+ir["status"]["conditions"][0] = {"type": "Ready", "status": "Unknown", "reason": "RolloutInProgress",
+                                 "message": f"Rolling out {new} (0/2 Instances on target)", "lastTransitionTime": ago(42)}
+
+# qwen3-8b-a100: RecreatePod, one at a time, partition 1: Instance 1 is on the new image, Instance 0
+# stays on the prior revision.
+_, ir, old, new, new_hash = start_rollout("chat", "qwen3-8b-a100",
+                                          {"updateStrategy": {"type": "RecreatePod",
+                                                              "rollingUpdate": {"maxUnavailable": 1, "partition": 1}}},
+                                          "sglang:v0.5.4")
+row = ir["status"]["instanceStatuses"][1]
+row.update({"incarnation": 2, "runningRevision": new, "readySince": ago(20)})
+ir["status"]["updatedReplicas"] = 1
+ir["status"]["updatedReadyReplicas"] = 1
+ir["status"]["conditions"][0] = {"type": "Ready", "status": "True", "reason": "Staged",
+                                 "message": f"Staged at partition 1: 1/2 Instances on {new}, 1 held on the prior revision",
+                                 "lastTransitionTime": ago(20)}
+p1 = find("Pod", "chat", "qwen3-8b-a100-engine-1-default-0")
+p1["metadata"]["labels"].update({"ome.io/revision-hash": new_hash, "ome.io/instance-incarnation": "2"})
+p1["spec"]["containers"][0]["image"] = "docker.io/lmsysorg/sglang:v0.5.4-cu129"
+
+# OME's operator defaults, as the ome-resources chart sets them.
+objects.append({
+    "apiVersion": "v1", "kind": "ConfigMap",
+    "metadata": {"name": "inferenceservice-config", "namespace": "ome"},
+    "data": {
+        "deploy": json.dumps({"defaultDeploymentMode": "RawDeployment", "updateStrategy": {
+            c: {"type": "SurgeThenDrain", "maxSurge": "25%", "maxUnavailable": "25%"}
+            for c in ["engine", "decoder", "router"]}}),
+        "lifecycle": json.dumps({"revisionHistoryLimit": 10}),
+    },
+})
 
 # Pending GPU pods of different ages
 def pending(ns, name, gpus, minutes, isvc_name, node_selector=None):

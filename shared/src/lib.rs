@@ -11,6 +11,7 @@ pub mod names;
 pub mod pools;
 pub mod quantity;
 pub mod rollout;
+pub mod rollout_report;
 pub mod snapshot;
 pub mod solver;
 pub mod strategy;

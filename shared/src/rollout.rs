@@ -31,6 +31,45 @@ pub struct InstanceFacts<'a> {
     pub pods: Vec<PodFact<'a>>,
 }
 
+/// What an edit of a component changes in its pods: `None` when the pod template is the same
+/// (a strategy edit starts no rollout).
+pub fn classify_change(
+    old: &crate::api::ComponentSpec,
+    new: &crate::api::ComponentSpec,
+) -> Option<Change> {
+    fn without_images(spec: &crate::api::ComponentSpec) -> serde_json::Value {
+        let mut pod = serde_json::to_value(&spec.pod).unwrap_or_default();
+        for key in ["containers", "runner"] {
+            match pod.get_mut(key) {
+                Some(serde_json::Value::Array(list)) => {
+                    for c in list {
+                        if let Some(c) = c.as_object_mut() {
+                            c.remove("image");
+                        }
+                    }
+                }
+                Some(serde_json::Value::Object(c)) => {
+                    c.remove("image");
+                }
+                _ => {}
+            }
+        }
+        serde_json::json!({"pod": pod, "leader": spec.leader, "worker": spec.worker,
+                           "labels": spec.labels, "annotations": spec.annotations})
+    }
+    let pods = |s: &crate::api::ComponentSpec| {
+        serde_json::json!({"pod": s.pod, "leader": s.leader, "worker": s.worker,
+                           "labels": s.labels, "annotations": s.annotations})
+    };
+    if pods(old) == pods(new) {
+        None
+    } else if without_images(old) == without_images(new) {
+        Some(Change::ImagesOnly)
+    } else {
+        Some(Change::Other)
+    }
+}
+
 /// What the target revision changes in a running revision's pod spec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Change {

@@ -1,0 +1,289 @@
+//! `kubectl alfred rollout plan|status`: what an OMENative rollout will do, and why it stopped.
+
+use std::fmt::Write as _;
+
+use alfred::api::component::ComponentKind;
+use alfred::rollout::{Change, classify_change};
+use alfred::rollout_report::{RolloutReport, report};
+use alfred::snapshot::Snapshot;
+use alfred::strategy::Sourced;
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, Subcommand};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::{GlobalArgs, render, source};
+
+#[derive(Subcommand)]
+pub enum RolloutCommand {
+    /// Before a change: which Instances would move in which wave, by which mechanism, and where
+    /// the rollout would stop. Without --image or --change, plans the rest of the current rollout.
+    Plan(PlanArgs),
+    /// During a rollout: each Instance's state, the rollout hold and what to do about it.
+    Status(TargetArgs),
+}
+
+#[derive(Args)]
+pub struct TargetArgs {
+    /// The InferenceService, as NAMESPACE/NAME.
+    pub workload: String,
+    /// engine, decoder or router.
+    #[arg(long, default_value = "engine")]
+    pub component: String,
+}
+
+#[derive(Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Plan a new image for a container (an image-only change): CONTAINER=IMAGE.
+    #[arg(long, value_name = "CONTAINER=IMAGE", conflicts_with = "change")]
+    pub image: Option<String>,
+    /// Plan the InferenceService as edited in FILE (compared with the one in the cluster).
+    #[arg(long, value_name = "FILE")]
+    pub change: Option<String>,
+}
+
+fn component(text: &str) -> Result<ComponentKind> {
+    ComponentKind::parse(text)
+        .ok_or_else(|| anyhow!("--component {text:?}: use engine, decoder or router"))
+}
+
+pub async fn run(command: &RolloutCommand, global: &GlobalArgs) -> Result<()> {
+    let input = source::load(global).await?;
+    let cluster = input.cluster();
+    let (target, planned) = match command {
+        RolloutCommand::Status(t) => (t, Planned::CurrentRollout),
+        RolloutCommand::Plan(p) => (&p.target, planned_change(p, &input.snapshot)?),
+    };
+    let kind = component(&target.component)?;
+    let change = match planned {
+        Planned::CurrentRollout => None,
+        Planned::Change(c) => Some(c),
+        Planned::NoTemplateChange => {
+            return render::emit(&format!(
+                "The change leaves the {kind} pod template as it is: it starts no rollout (a strategy edit applies to Instances that start after it).\n"
+            ));
+        }
+    };
+    let r = report(
+        &cluster,
+        &input.snapshot,
+        &target.workload,
+        Some(kind),
+        change,
+    )
+    .map_err(|e| anyhow!(e))?;
+    if let Some(text) = render::structured(&r, global.output)? {
+        return render::emit(&text);
+    }
+    render::emit(&match command {
+        RolloutCommand::Plan(_) => plan_text(&r)?,
+        RolloutCommand::Status(_) => status_text(&r)?,
+    })
+}
+
+/// What a plan is for.
+enum Planned {
+    /// No --image or --change: the rest of the rollout under way.
+    CurrentRollout,
+    /// The edit leaves the pod template alone.
+    NoTemplateChange,
+    Change(Change),
+}
+
+fn planned_change(p: &PlanArgs, snapshot: &Snapshot) -> Result<Planned> {
+    if let Some(image) = &p.image {
+        if !image.contains('=') {
+            bail!("--image {image:?}: give CONTAINER=IMAGE");
+        }
+        return Ok(Planned::Change(Change::ImagesOnly));
+    }
+    let Some(path) = &p.change else {
+        return Ok(Planned::CurrentRollout);
+    };
+    let kind = component(&p.target.component)?;
+    let text = source::read_text(path, "changed InferenceService")?;
+    let edited = Snapshot::parse(&text).map_err(|e| anyhow!("{path}: {e}"))?;
+    let (namespace, name) = p
+        .target
+        .workload
+        .split_once('/')
+        .context("give the InferenceService as NAMESPACE/NAME")?;
+    let find = |s: &Snapshot| {
+        s.inference_services
+            .iter()
+            .find(|i| {
+                i.metadata.name.as_deref() == Some(name)
+                    && i.metadata.namespace.as_deref().unwrap_or(namespace) == namespace
+            })
+            .cloned()
+    };
+    let new = find(&edited)
+        .ok_or_else(|| anyhow!("{path} holds no InferenceService {namespace}/{name}"))?;
+    let old = find(snapshot)
+        .ok_or_else(|| anyhow!("InferenceService {namespace}/{name} is not in the cluster"))?;
+    let (Some(old), Some(new)) = (old.spec.component(kind), new.spec.component(kind)) else {
+        bail!("{namespace}/{name} has no {kind} component in both the cluster and {path}");
+    };
+    Ok(classify_change(old, new).map_or(Planned::NoTemplateChange, Planned::Change))
+}
+
+fn budget_text(b: &Option<Sourced<IntOrString>>) -> String {
+    match b {
+        None => "unset".into(),
+        Some(s) => {
+            let v = match &s.value {
+                IntOrString::Int(n) => n.to_string(),
+                IntOrString::String(t) => t.clone(),
+            };
+            format!("{v} ({})", s.source.as_str())
+        }
+    }
+}
+
+fn header(r: &RolloutReport, out: &mut String) -> Result<()> {
+    let s = &r.strategy;
+    writeln!(
+        out,
+        "{} of {}: {} Instance(s) of {} pod(s), {} ({})",
+        r.component,
+        r.workload,
+        r.desired_instances,
+        r.pods_per_instance,
+        s.type_.value.as_str(),
+        s.type_.source.as_str()
+    )?;
+    writeln!(
+        out,
+        "  maxSurge {}, maxUnavailable {}; {} reads {}: {}",
+        budget_text(&s.max_surge),
+        budget_text(&s.max_unavailable),
+        s.type_.value.as_str(),
+        s.arm().field(),
+        match r.budget {
+            Some(b) => format!("{b} Instance(s) at a time"),
+            None => "no cap: every Instance may move at once".into(),
+        }
+    )?;
+    if let Some(p) = &s.partition {
+        writeln!(out, "  partition {} ({})", p.value, p.source.as_str())?;
+    }
+    writeln!(out, "  operator defaults: {}", r.operator_defaults)?;
+    writeln!(
+        out,
+        "  revisions: {} -> {}",
+        r.current_revision.as_deref().unwrap_or("-"),
+        r.target_revision
+    )?;
+    Ok(())
+}
+
+fn plan_text(r: &RolloutReport) -> Result<String> {
+    let mut out = String::new();
+    header(r, &mut out)?;
+    writeln!(out)?;
+    if !r.in_flight.is_empty() {
+        writeln!(out, "In flight: Instance(s) {}", join(&r.in_flight))?;
+    }
+    for (i, wave) in r.waves.iter().enumerate() {
+        let starts: Vec<String> = wave
+            .iter()
+            .map(|w| format!("{} ({})", w.index, w.mechanism))
+            .collect();
+        writeln!(out, "Wave {}: Instance(s) {}", i + 1, starts.join(", "))?;
+    }
+    if r.waves.is_empty() && r.in_flight.is_empty() {
+        writeln!(out, "No Instance would move.")?;
+    }
+    for refusal in &r.refused {
+        writeln!(out, "Refused: {refusal}")?;
+    }
+    match &r.stops {
+        Some(reason) => writeln!(out, "Stops: {reason}")?,
+        None if !r.waves.is_empty() => writeln!(out, "Every Instance reaches the target.")?,
+        None => {}
+    }
+    if let Some((need, free)) = r.surge_gpus {
+        if need > free {
+            writeln!(
+                out,
+                "Surge: a wave needs up to {need} GPUs for extra pods, but only {free} are free where new pods can land: the new pods would stay Pending (free capacity, or use RecreatePod)"
+            )?;
+        } else if need > 0 {
+            writeln!(
+                out,
+                "Surge: a wave needs up to {need} GPUs for extra pods; {free} are free where new pods can land"
+            )?;
+        }
+    }
+    Ok(out)
+}
+
+fn status_text(r: &RolloutReport) -> Result<String> {
+    let mut out = String::new();
+    header(r, &mut out)?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<6} {:<10} {:<34} {:<20} {:<8} NODES",
+        "INDEX", "PHASE", "RUNNING", "OPERATION", "SERVING"
+    )?;
+    for i in &r.instances {
+        writeln!(
+            out,
+            "{:<6} {:<10} {:<34} {:<20} {:<8} {}",
+            i.index,
+            i.phase,
+            i.running_revision,
+            i.step,
+            i.serving,
+            i.nodes.join(",")
+        )?;
+    }
+    writeln!(out)?;
+    match &r.hold {
+        Some(h) => {
+            writeln!(out, "Rollout hold: gate {:?}: {}", h.gate, h.reason)?;
+            if let Some(since) = &h.since {
+                writeln!(out, "  since {}", since.0)?;
+            }
+            if let Some(advice) = &r.advice {
+                writeln!(out, "  what to do: {advice}")?;
+            }
+        }
+        None => writeln!(out, "No rollout hold.")?,
+    }
+    for b in &r.retry_blocks {
+        writeln!(
+            out,
+            "Retry block on {}: {:?} after {} attempt(s){}",
+            b.target_revision,
+            b.state,
+            b.attempts_started,
+            b.reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        )?;
+    }
+    if let Some(staged) = &r.staged {
+        writeln!(out, "{staged}")?;
+    }
+    writeln!(
+        out,
+        "Revisions kept: the live ones and {}",
+        match r.revision_history_limit {
+            Some(n) => format!("the {n} newest others"),
+            None => "every other (no limit set)".into(),
+        }
+    )?;
+    Ok(out)
+}
+
+fn join(items: &[i32]) -> String {
+    items
+        .iter()
+        .map(i32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,115 @@
+//! `kubectl alfred rollout plan|status` on the demo snapshot, as users run them.
+
+use std::process::Command;
+
+const DEMO: &str = "manifests/examples/demo-cluster.yaml";
+
+fn alfred(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-alfred"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .expect("run kubectl-alfred");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn status_shows_the_hold_and_what_to_do() {
+    let (ok, out, err) = alfred(&["rollout", "status", "chat/qwen3-8b-canary", "-f", DEMO]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(
+            "Rollout hold: gate Budget: per-Component surge budget 0 exhausted (would become 1)\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("what to do: the budget the strategy reads is 0"),
+        "{out}"
+    );
+    assert!(out.contains("maxSurge 0 (InferenceService)"), "{out}");
+}
+
+#[test]
+fn plan_of_a_staged_rollout_stops_at_the_partition() {
+    let (ok, out, err) = alfred(&[
+        "rollout",
+        "plan",
+        "chat/qwen3-8b-a100",
+        "-f",
+        DEMO,
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["partitionHeld"], serde_json::json!([0]));
+    assert_eq!(r["waves"], serde_json::json!([]));
+    assert_eq!(
+        r["stops"],
+        "partition 1 keeps Instance(s) 0 on the prior revision"
+    );
+    assert_eq!(r["strategy"]["type"]["value"], "RecreatePod");
+    assert_eq!(
+        r["strategy"]["maxUnavailable"]["source"],
+        "InferenceService"
+    );
+    assert!(
+        r["staged"]
+            .as_str()
+            .unwrap()
+            .starts_with("Staged at partition 1: 1/2 Instances on qwen3-8b-a100-engine-")
+    );
+}
+
+#[test]
+fn plan_an_image_change_in_waves() {
+    // Three single-pod Instances under the runtime's SurgeThenDrain with maxSurge 1: one wave each.
+    let (ok, out, err) = alfred(&[
+        "rollout",
+        "plan",
+        "chat/qwen3-8b-chat",
+        "--image",
+        "ome-container=sglang:v0.5.4",
+        "-f",
+        DEMO,
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("SurgeThenDrain (runtime)"), "{out}");
+    for wave in 0..3 {
+        let line = format!(
+            "Wave {}: Instance(s) {wave} (surge (new pod at ordinal 1))",
+            wave + 1
+        );
+        assert!(out.contains(&line), "{line} missing from {out}");
+    }
+    assert!(out.contains("Every Instance reaches the target."), "{out}");
+}
+
+#[test]
+fn errors_name_what_is_wrong() {
+    let (ok, _, err) = alfred(&["rollout", "status", "chat/nope", "-f", DEMO]);
+    assert!(!ok);
+    assert!(
+        err.contains("InferenceService chat/nope is not in the cluster"),
+        "{err}"
+    );
+    let (ok, _, err) = alfred(&["rollout", "status", "legacy/llama-70b-legacy", "-f", DEMO]);
+    assert!(!ok);
+    assert!(err.contains("runs as RawDeployment"), "{err}");
+    let (ok, _, err) = alfred(&[
+        "rollout",
+        "plan",
+        "chat/qwen3-8b-chat",
+        "--image",
+        "nope",
+        "-f",
+        DEMO,
+    ]);
+    assert!(!ok);
+    assert!(err.contains("give CONTAINER=IMAGE"), "{err}");
+}

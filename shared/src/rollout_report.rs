@@ -1,0 +1,405 @@
+//! What `kubectl alfred rollout plan|status` shows for one component: the resolved strategy
+//! with its sources, the Instances, the waves the remaining rollout would take under the
+//! budgets, where it would stop, and the rollout hold with what to do about it.
+
+use serde::Serialize;
+
+use crate::api::component::ComponentKind;
+use crate::api::isvc::RuntimeKind;
+use crate::api::lifecycle::UpdateStrategyType;
+use crate::api::replica::{HoldGate, InstancePhase, InstanceStatus, RetryBlock, RolloutHold};
+use crate::cluster::Cluster;
+use crate::rollout::{Change, InstanceFacts, PassInput, PodFact, plan_pass, staged_message};
+use crate::snapshot::Snapshot;
+use crate::strategy::{self, OperatorDefaults, ResolvedStrategy};
+
+/// Passes simulated at most; a rollout that needs more is reported as unfinished.
+const MAX_WAVES: usize = 100;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceLine {
+    pub index: i32,
+    pub phase: String,
+    pub running_revision: String,
+    pub step: String,
+    pub serving: String,
+    pub nodes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveStart {
+    pub index: i32,
+    pub mechanism: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutReport {
+    pub workload: String,
+    pub component: ComponentKind,
+    pub strategy: ResolvedStrategy,
+    /// Where the operator defaults came from.
+    pub operator_defaults: String,
+    pub desired_instances: u32,
+    pub pods_per_instance: u32,
+    /// The budget the strategy reads, scaled to the desired Instances; None is no cap.
+    pub budget: Option<u32>,
+    pub current_revision: Option<String>,
+    pub target_revision: String,
+    pub instances: Vec<InstanceLine>,
+    /// Fresh starts pass by pass, assuming each pass's updates finish before the next.
+    pub waves: Vec<Vec<WaveStart>>,
+    pub in_flight: Vec<i32>,
+    pub partition_held: Vec<i32>,
+    /// `InPlaceOnly` refusals, with the controller's warning.
+    pub refused: Vec<String>,
+    /// Why the plan stops short of moving every Instance, if it does.
+    pub stops: Option<String>,
+    /// For `SurgeThenDrain`: the most GPUs the extra pods of one wave need, and the GPUs free
+    /// where new pods can land in the component's pool.
+    pub surge_gpus: Option<(i64, i64)>,
+    pub hold: Option<RolloutHold>,
+    pub advice: Option<String>,
+    pub retry_blocks: Vec<RetryBlock>,
+    pub staged: Option<String>,
+    pub revision_history_limit: Option<u32>,
+}
+
+/// The operator defaults a snapshot implies: OME's ConfigMap when it holds one.
+pub fn operator_defaults(snapshot: &Snapshot) -> Result<(OperatorDefaults, String), String> {
+    match snapshot.config_map(strategy::OPERATOR_CONFIG_MAP) {
+        Some(cm) => OperatorDefaults::from_config_map(cm)
+            .map(|d| (d, format!("ConfigMap {}", strategy::OPERATOR_CONFIG_MAP)))
+            .map_err(|e| e.to_string()),
+        None => Ok((
+            OperatorDefaults::default(),
+            format!(
+                "none ({} is not in the snapshot; a manifest install sets none)",
+                strategy::OPERATOR_CONFIG_MAP
+            ),
+        )),
+    }
+}
+
+/// What to do about a hold, from the spec's "When a rollout doesn't move".
+pub fn advice(gate: HoldGate, reason: &str) -> String {
+    match gate {
+        HoldGate::Budget if reason.contains(" pod ") || reason.contains(" pods ") => {
+            "a pod holds the slot: wait for it to go (a Terminating pod stops counting when its deletion grace ends); do not raise the budget for this".into()
+        }
+        HoldGate::Budget => {
+            "the budget the strategy reads is 0 or used up by other Instances: raise it (maxSurge for SurgeThenDrain, maxUnavailable otherwise)".into()
+        }
+        HoldGate::RetryBlock => {
+            "an update failed and OME retries the revision after a backoff: fix the cause (see the Instances' lastFailure)".into()
+        }
+        HoldGate::Held => {
+            "the revision used up its attempts: change the pod template, or release it with the InferenceReplica annotation ome.io/release-held-revision=<revision>".into()
+        }
+        _ => "a rollout group gate holds the component: see the group's status".into(),
+    }
+}
+
+/// Builds the report for a workload's component. `change` plans a pod-template change not yet
+/// applied (every Instance moves to a new revision); None plans the rest of the current rollout.
+pub fn report(
+    cluster: &Cluster<'_>,
+    snapshot: &Snapshot,
+    workload_key: &str,
+    component: Option<ComponentKind>,
+    change: Option<Change>,
+) -> Result<RolloutReport, String> {
+    let w = cluster.workload(workload_key).ok_or_else(|| {
+        format!("InferenceService {workload_key} is not in the cluster (give it as NAMESPACE/NAME)")
+    })?;
+    let kinds: Vec<ComponentKind> = w
+        .components
+        .iter()
+        .map(|&c| cluster.components[c].kind)
+        .collect();
+    let kind = component.unwrap_or(ComponentKind::Engine);
+    let ci = w
+        .components
+        .iter()
+        .copied()
+        .find(|&c| cluster.components[c].kind == kind)
+        .ok_or_else(|| {
+            let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+            format!(
+                "{workload_key} has no {kind} component (it has: {})",
+                names.join(", ")
+            )
+        })?;
+    let c = &cluster.components[ci];
+    if c.mode != crate::mode::DeploymentMode::OmeNative {
+        return Err(format!(
+            "{workload_key} {kind} runs as {}; update strategies apply to OMENative components (a RawDeployment uses deploymentStrategy)",
+            c.mode.as_str()
+        ));
+    }
+    let spec = w.isvc.spec.component(kind);
+    let runtime = runtime_component(snapshot, w.namespace, w.isvc, kind);
+    let (defaults, defaults_source) = operator_defaults(snapshot)?;
+    let resolved = strategy::resolve_lifecycle(
+        kind,
+        spec.and_then(|s| s.lifecycle.as_ref()),
+        runtime.and_then(|s| s.lifecycle.as_ref()),
+        &defaults,
+    );
+    let replica = c.replica;
+    let desired = replica
+        .and_then(|r| r.spec.replicas)
+        .filter(|n| *n > 0)
+        .or(spec.and_then(|s| s.min_replicas))
+        .unwrap_or(1)
+        .max(1) as u32;
+    let pods_per_instance = replica
+        .map(|r| {
+            r.spec
+                .runners
+                .iter()
+                .map(|run| run.pods_per_instance())
+                .sum::<i64>()
+        })
+        .filter(|n| *n > 0)
+        .unwrap_or(1) as u32;
+    let status = replica.and_then(|r| r.status.as_ref());
+    let current = status.and_then(|s| s.current_revision.clone());
+    let target = match change {
+        Some(_) => format!("{}-{kind}-<new>", w.name),
+        None => status
+            .and_then(|s| s.update_revision.clone())
+            .or(current.clone())
+            .unwrap_or_default(),
+    };
+    let rows: Vec<InstanceStatus> = c
+        .instances
+        .iter()
+        .filter_map(|&i| cluster.instances[i].row.cloned())
+        .collect();
+    let pods_of = |index: i32| -> Vec<PodFact<'_>> {
+        c.instances
+            .iter()
+            .map(|&i| &cluster.instances[i])
+            .filter(|inst| inst.index == index)
+            .flat_map(|inst| inst.pods.iter().map(|&p| &cluster.pods[p]))
+            .map(|p| PodFact {
+                name: p.name,
+                deletion: p.pod.metadata.deletion_timestamp,
+                on_running_revision: true,
+            })
+            .collect()
+    };
+    let partition = replica
+        .and_then(|r| r.spec.pacing.as_ref())
+        .and_then(|p| p.partition)
+        .or(resolved.partition.as_ref().map(|p| p.value));
+    let budget = resolved
+        .budget(desired)
+        .map_err(|e| format!("the {} budget {e}", resolved.arm().field()))?;
+
+    // Pass by pass until nothing more starts.
+    let mut state = rows.clone();
+    let mut waves = Vec::new();
+    let mut first = None;
+    let mut stops = None;
+    let mut surge_need = 0i64;
+    let gpus_per_instance = c
+        .instances
+        .first()
+        .map_or(0, |&i| cluster.instances[i].gpus);
+    for wave in 0..MAX_WAVES {
+        let facts: Vec<InstanceFacts<'_>> = state
+            .iter()
+            .map(|row| InstanceFacts {
+                row,
+                pods: if wave == 0 {
+                    pods_of(row.index)
+                } else {
+                    Vec::new()
+                },
+            })
+            .collect();
+        let plan = plan_pass(&PassInput {
+            component: kind,
+            target: &target,
+            desired,
+            pods_per_instance,
+            instances: facts,
+            retry_blocks: status
+                .map(|s| s.retry_blocks.as_slice())
+                .unwrap_or_default(),
+            strategy: &resolved,
+            partition,
+            change: change.unwrap_or(Change::Other),
+            now: cluster.now,
+        })
+        .map_err(|e| e.to_string())?;
+        let done: Vec<i32> = plan
+            .starts
+            .iter()
+            .map(|s| s.0)
+            .chain(plan.continuing.iter().copied())
+            .collect();
+        if matches!(resolved.type_.value, UpdateStrategyType::SurgeThenDrain) {
+            surge_need = surge_need.max(plan.starts.len() as i64 * gpus_per_instance);
+        }
+        if plan.starts.is_empty() {
+            stops = plan.hold.as_ref().map(|h| h.reason.clone());
+            first.get_or_insert(plan);
+            if done.is_empty() {
+                break;
+            }
+        } else {
+            waves.push(
+                plan.starts
+                    .iter()
+                    .map(|(index, m)| WaveStart {
+                        index: *index,
+                        mechanism: m.describe(),
+                    })
+                    .collect(),
+            );
+            first.get_or_insert(plan);
+        }
+        for row in state.iter_mut().filter(|r| done.contains(&r.index)) {
+            finish(row, &target, pods_per_instance);
+        }
+        if wave + 1 == MAX_WAVES {
+            stops = Some(format!("more than {MAX_WAVES} passes"));
+        }
+    }
+    let first = first.unwrap_or_default();
+    if stops.is_none() && !first.partition_held.is_empty() {
+        stops = Some(format!(
+            "partition {} keeps Instance(s) {} on the prior revision",
+            partition.unwrap_or(0),
+            first
+                .partition_held
+                .iter()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if stops.is_none() && !first.refused.is_empty() {
+        stops = Some("InPlaceOnly refuses a change beyond container images".into());
+    }
+    let surge_gpus = (resolved.type_.value == UpdateStrategyType::SurgeThenDrain).then(|| {
+        let pool = c
+            .instances
+            .first()
+            .and_then(|&i| cluster.instances[i].pool.as_deref());
+        let free = cluster
+            .nodes
+            .iter()
+            .filter(|n| n.pool.as_deref() == pool && n.is_bin(false))
+            .map(|n| n.gpu_free)
+            .sum();
+        (surge_need, free)
+    });
+    let hold = status.and_then(|s| s.rollout_hold.clone());
+    let refs: Vec<&InstanceStatus> = rows.iter().collect();
+    Ok(RolloutReport {
+        workload: workload_key.to_string(),
+        component: kind,
+        operator_defaults: defaults_source,
+        desired_instances: desired,
+        pods_per_instance,
+        budget,
+        current_revision: current,
+        instances: c
+            .instances
+            .iter()
+            .map(|&i| instance_line(cluster, i, pods_per_instance))
+            .collect(),
+        waves,
+        in_flight: first.continuing.clone(),
+        partition_held: first.partition_held.clone(),
+        refused: first.refused.iter().map(|r| r.1.clone()).collect(),
+        stops,
+        surge_gpus,
+        advice: hold.as_ref().map(|h| advice(h.gate, &h.reason)),
+        hold,
+        retry_blocks: status.map(|s| s.retry_blocks.clone()).unwrap_or_default(),
+        staged: partition.and_then(|p| staged_message(&refs, &target, p, desired)),
+        revision_history_limit: strategy::revision_history_limit(
+            w.isvc
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::api::keys::REVISION_HISTORY_LIMIT))
+                .map(String::as_str),
+            &defaults,
+        ),
+        target_revision: target,
+        strategy: resolved,
+    })
+}
+
+/// An Instance as it stands once its update is through.
+fn finish(row: &mut InstanceStatus, target: &str, pods_per_instance: u32) {
+    row.running_revision = Some(target.to_string());
+    row.phase = Some(InstancePhase::Ready);
+    row.operation = None;
+    row.serving_pod_count = Some(pods_per_instance as i32);
+}
+
+fn instance_line(cluster: &Cluster<'_>, i: usize, pods_per_instance: u32) -> InstanceLine {
+    let inst = &cluster.instances[i];
+    let row = inst.row;
+    InstanceLine {
+        index: inst.index,
+        phase: row
+            .and_then(|r| r.phase)
+            .map_or("-".into(), |p| format!("{p:?}")),
+        running_revision: row
+            .and_then(|r| r.running_revision.clone())
+            .unwrap_or_else(|| "-".into()),
+        step: row
+            .and_then(|r| r.operation.as_ref())
+            .map_or("-".into(), |op| {
+                format!("{:?}/{}", op.type_, op.step.as_deref().unwrap_or("-"))
+            }),
+        serving: format!(
+            "{}/{pods_per_instance}",
+            row.and_then(|r| r.serving_pod_count).unwrap_or(0)
+        ),
+        nodes: inst.nodes.clone(),
+    }
+}
+
+/// The runtime's config for a component: `spec.runtime` names a ServingRuntime in the
+/// namespace or a ClusterServingRuntime (unset kind: the namespace first).
+fn runtime_component<'s>(
+    snapshot: &'s Snapshot,
+    namespace: &str,
+    isvc: &crate::api::InferenceService,
+    kind: ComponentKind,
+) -> Option<&'s crate::api::ComponentSpec> {
+    let r = isvc.spec.runtime.as_ref()?;
+    let namespaced = || {
+        snapshot
+            .serving_runtimes
+            .iter()
+            .find(|s| {
+                s.metadata.name.as_deref() == Some(r.name.as_str())
+                    && s.metadata.namespace.as_deref().unwrap_or("default") == namespace
+            })
+            .and_then(|s| s.spec.fields.component(kind))
+    };
+    let cluster_wide = || {
+        snapshot
+            .cluster_serving_runtimes
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(r.name.as_str()))
+            .and_then(|s| s.spec.fields.component(kind))
+    };
+    match r.kind {
+        Some(RuntimeKind::ClusterServingRuntime) => cluster_wide(),
+        Some(RuntimeKind::ServingRuntime) => namespaced(),
+        None => namespaced().or_else(cluster_wide),
+    }
+}
