@@ -437,6 +437,25 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
     if !plan.starts.is_empty() && rolled_not_serving.is_empty() {
         plan.hold = None;
     }
+    // Under SurgeThenDrain, more rolled Instances not serving than maxUnavailable allows keep
+    // every surge source in rotation; a withheld drain is always reported.
+    let floor = crate::strategy::scale_budget(
+        input.strategy.max_unavailable.as_ref().map(|b| &b.value),
+        input.desired,
+    )?;
+    let draining = rows.iter().any(|r| is_surge_step(r));
+    if let Some(b) = floor
+        .filter(|b| arm == BudgetArm::Surge && draining && rolled_not_serving.len() as u32 > *b)
+    {
+        plan.hold = Some(Hold {
+            gate: HoldGate::Budget,
+            reason: format!(
+                "per-Component unavailability budget {b} exhausted{}; no source leaves rotation",
+                not_serving_clause(input.target, &rolled_not_serving)
+            ),
+            target: Some(input.target.to_string()),
+        });
+    }
     Ok(plan)
 }
 

@@ -625,3 +625,126 @@ mod mid_surge {
         );
     }
 }
+
+#[test]
+fn a_surge_source_stays_in_rotation_below_the_floor() {
+    // Two rolled Instances not serving exceed maxUnavailable 1: Instance 2's surge may not drain.
+    let rows = vec![
+        with(row(0, NEW), json!({"servingPodCount": 0})),
+        with(row(1, NEW), json!({"servingPodCount": 0})),
+        with(
+            row(2, OLD),
+            json!({"phase": "Updating", "operation": {"type": "Update", "step": "Surge"}}),
+        ),
+        row(3, OLD),
+    ];
+    let s = strategy(
+        json!({"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 4, "maxUnavailable": 1}}),
+    );
+    let p = pass(facts(&rows), &s, None, &[]);
+    assert_eq!(
+        p.hold.unwrap().reason,
+        format!(
+            "per-Component unavailability budget 1 exhausted; Instance(s) 0, 1 on revision {NEW} not serving; no source leaves rotation"
+        )
+    );
+}
+
+#[test]
+fn plural_pod_clauses_and_retrying_one_at_a_time() {
+    let rows: Vec<InstanceStatus> = (0..3).map(|i| row(i, OLD)).collect();
+    let s = strategy(json!({"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 2}}));
+    let mut f = facts(&rows);
+    f[0].pods = vec![
+        pod("c-0-default-0", None, true),
+        pod("c-0-default-1", Some("2026-09-28T10:16:00Z"), false),
+    ];
+    f[1].pods = vec![
+        pod("c-1-default-0", None, true),
+        pod("c-1-default-1", Some("2026-09-28T10:16:00Z"), false),
+    ];
+    f[2].pods = vec![
+        pod("c-2-default-0", None, true),
+        pod("c-2-default-1", None, false),
+    ];
+    let p = pass(f, &s, None, &[]);
+    // Instance 2's own extra pod is taken over by its start; 0 and 1 wait.
+    assert_eq!(p.starts, vec![(2, Mechanism::Surge { new_ordinal: 1 })]);
+    let mut f = facts(&rows);
+    f[0].pods = vec![
+        pod("c-0-default-0", None, true),
+        pod("c-0-default-1", Some("2026-09-28T10:16:00Z"), false),
+    ];
+    f[1].pods = vec![
+        pod("c-1-default-0", None, true),
+        pod("c-1-default-1", Some("2026-09-28T10:16:00Z"), false),
+    ];
+    let s1 = strategy(json!({"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 2}}));
+    let p = pass(f, &s1, None, &[]);
+    assert_eq!(
+        p.hold.unwrap().reason,
+        "per-Component surge budget 2 exhausted (would become 3); Terminating pods c-0-default-1, c-1-default-1 still count against the surge budget until their deletion grace elapses"
+    );
+
+    let in_flight = vec![
+        with(
+            row(0, OLD),
+            json!({"phase": "Updating", "operation": {"type": "Update", "step": "Drain"}}),
+        ),
+        row(1, OLD),
+    ];
+    let s2 = strategy(json!({"type": "RecreatePod"}));
+    let retrying: Vec<RetryBlock> =
+        serde_json::from_value(json!([{"targetRevision": NEW, "state": "RetryInProgress",
+        "attemptsStarted": 2, "reason": "CreateContainerConfigError"}]))
+        .unwrap();
+    let p = pass(facts(&in_flight), &s2, None, &retrying);
+    let hold = p.hold.unwrap();
+    assert_eq!(hold.gate, HoldGate::RetryBlock);
+    assert_eq!(
+        hold.reason,
+        format!(
+            "update to {NEW} retrying one attempt at a time after 2 failed attempt(s): CreateContainerConfigError"
+        )
+    );
+}
+
+#[test]
+fn what_an_edit_changes() {
+    use alfred::api::ComponentSpec;
+    use alfred::rollout::classify_change;
+    let spec = |v: serde_json::Value| -> ComponentSpec { serde_json::from_value(v).unwrap() };
+    let base = spec(
+        json!({"minReplicas": 2, "runner": {"name": "ome-container", "image": "sglang:v0.5.3"},
+        "initContainers": [{"name": "fetch", "image": "fetch:1"}]}),
+    );
+    let image = spec(
+        json!({"minReplicas": 2, "runner": {"name": "ome-container", "image": "sglang:v0.5.4"},
+        "initContainers": [{"name": "fetch", "image": "fetch:1"}]}),
+    );
+    let env = spec(
+        json!({"minReplicas": 2, "runner": {"name": "ome-container", "image": "sglang:v0.5.3",
+        "env": [{"name": "LOG", "value": "debug"}]}, "initContainers": [{"name": "fetch", "image": "fetch:1"}]}),
+    );
+    let init = spec(
+        json!({"minReplicas": 2, "runner": {"name": "ome-container", "image": "sglang:v0.5.3"},
+        "initContainers": [{"name": "fetch", "image": "fetch:2"}]}),
+    );
+    let strategy_only = spec(
+        json!({"minReplicas": 3, "runner": {"name": "ome-container", "image": "sglang:v0.5.3"},
+        "initContainers": [{"name": "fetch", "image": "fetch:1"}],
+        "lifecycle": {"updateStrategy": {"type": "RecreatePod"}}}),
+    );
+    assert_eq!(classify_change(&base, &image), Some(Change::ImagesOnly));
+    assert_eq!(classify_change(&base, &env), Some(Change::Other));
+    assert_eq!(
+        classify_change(&base, &init),
+        Some(Change::Other),
+        "an init container's image recreates"
+    );
+    assert_eq!(
+        classify_change(&base, &strategy_only),
+        None,
+        "replicas and strategy are not in the template"
+    );
+}
