@@ -1,11 +1,14 @@
 //! The pure core of kubectl-alfred: no client, no clock, no I/O. Time comes in as a value,
 //! the world as a [`snapshot::Snapshot`].
 
+pub mod admission;
+pub mod annotations;
 pub mod api;
 pub mod cluster;
 pub mod config;
 pub mod duration;
 pub mod health;
+pub mod migration;
 pub mod mode;
 pub mod names;
 pub mod pools;

@@ -1,0 +1,191 @@
+//! The admission rules `alfred-webhook` applies (omenative-reference.md §1.4, alfred-reference.md
+//! §2): what crosses fields or needs the policy, with the exact messages. The CRD schema refuses
+//! what a schema can; the webhook is a thin adapter over these functions.
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::annotations;
+use crate::api::component::ComponentKind;
+use crate::api::keys;
+use crate::api::lifecycle::{LifecycleSpec, RollingUpdate};
+use crate::api::runtime::RuntimeFields;
+use crate::api::{InferenceReplica, InferenceService};
+use crate::migration;
+use crate::mode::{self, DeploymentMode, ModeSource};
+use crate::strategy::parse_percent;
+
+/// The answer to one object: refused with a message, or admitted with warnings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Verdict {
+    pub denied: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+impl Verdict {
+    fn from(result: Result<(), String>, warnings: Vec<String>) -> Verdict {
+        Verdict {
+            denied: result.err(),
+            warnings,
+        }
+    }
+}
+
+/// Checks one `rollingUpdate`: each budget an integer of 0 or more or a percent from 0% to
+/// 100% (`maxUnavailable` first), then, with `zero_rule`, not both zero.
+fn check_budgets(path: &str, rolling: &RollingUpdate, zero_rule: bool) -> Result<(), String> {
+    let mut zero = [false, false];
+    for (i, (field, budget)) in [
+        ("maxUnavailable", &rolling.max_unavailable),
+        ("maxSurge", &rolling.max_surge),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        match budget {
+            None => {}
+            Some(IntOrString::Int(n)) if *n < 0 => {
+                return Err(format!(
+                    "{path}.{field}={n} must be >= 0 (InvalidRollingUpdateInteger)"
+                ));
+            }
+            Some(IntOrString::Int(n)) => zero[i] = *n == 0,
+            Some(IntOrString::String(s)) => match parse_percent(s) {
+                Ok(p) => zero[i] = p == 0,
+                Err(e) => {
+                    return Err(format!(
+                        "{path}.{field}={s:?} {e} (InvalidRollingUpdatePercent)"
+                    ));
+                }
+            },
+        }
+    }
+    if zero_rule && zero == [true, true] {
+        return Err(format!(
+            "{path}: maxSurge=0 and maxUnavailable=0 together yield an unstartable rollout (RollingUpdateZeroBudget)"
+        ));
+    }
+    Ok(())
+}
+
+fn rolling(lifecycle: Option<&LifecycleSpec>) -> Option<&RollingUpdate> {
+    lifecycle
+        .and_then(|l| l.update_strategy.as_ref())
+        .and_then(|s| s.rolling_update.as_ref())
+}
+
+/// The deployment mode a component declares, as the combination message prints it: empty when
+/// nothing declares one.
+fn declared_mode(isvc: &InferenceService, kind: ComponentKind) -> &'static str {
+    match mode::resolve(&isvc.spec, kind, None) {
+        (_, ModeSource::Fallback) => "",
+        (m, _) => m.as_str(),
+    }
+}
+
+/// Validates an InferenceService on create or update (`old` is the stored object on update).
+pub fn review_inference_service(new: &InferenceService, old: Option<&InferenceService>) -> Verdict {
+    let mut warnings = Vec::new();
+    for (kind, c) in new.spec.components() {
+        let (m, _) = mode::resolve(&new.spec, kind, None);
+        if c.deployment_strategy.is_some() && m == DeploymentMode::OmeNative {
+            warnings.push(format!(
+                "{kind}.deploymentStrategy is set but deploymentMode is \"OMENative\"; deploymentStrategy applies only to RawDeployment and is ignored here — use {kind}.lifecycle.updateStrategy.rollingUpdate for rollout pacing"
+            ));
+        }
+    }
+    Verdict::from(check_inference_service(new, old), warnings)
+}
+
+fn check_inference_service(
+    new: &InferenceService,
+    old: Option<&InferenceService>,
+) -> Result<(), String> {
+    if new.spec.engine.is_some() && new.spec.decoder.is_some() {
+        let (engine, decoder) = (
+            declared_mode(new, ComponentKind::Engine),
+            declared_mode(new, ComponentKind::Decoder),
+        );
+        let omenative = DeploymentMode::OmeNative.as_str();
+        if (engine == omenative || decoder == omenative) && engine != decoder {
+            return Err(format!(
+                "InvalidDeploymentModeCombination: engine deploymentMode={engine:?} does not match decoder deploymentMode={decoder:?}; when either is OMENative, both must use the same value"
+            ));
+        }
+    }
+    for (kind, c) in new.spec.components() {
+        if let Some(r) = rolling(c.lifecycle.as_ref()) {
+            check_budgets(
+                &format!("spec.{kind}.lifecycle.updateStrategy.rollingUpdate"),
+                r,
+                true,
+            )?;
+        }
+    }
+    let annotations = new.metadata.annotations.as_ref();
+    let get = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
+    if let Some(v) = get(keys::REVISION_HISTORY_LIMIT) {
+        annotations::revision_history_limit(v).map_err(|e| e.to_string())?;
+    }
+    let old_annotations = old.and_then(|o| o.metadata.annotations.as_ref());
+    for (key, value) in annotations.into_iter().flatten() {
+        let Some(uuid) = key.strip_prefix(keys::MIGRATION_REQUEST_PREFIX) else {
+            continue;
+        };
+        if old_annotations.and_then(|a| a.get(key)) == Some(value) {
+            continue; // unchanged: only added or changed requests are checked
+        }
+        if uuid.is_empty() {
+            return Err(format!(
+                "migration request {key}: annotation key carries no request UUID"
+            ));
+        }
+        let request = migration::parse_request(value)
+            .map_err(|e| format!("migration request {uuid}: {e}"))?;
+        let known = ComponentKind::parse(&request.component)
+            .is_some_and(|k| new.spec.component(k).is_some());
+        if !known {
+            return Err(format!(
+                "migration request {uuid}: component {:?} is not a component of this InferenceService",
+                request.component
+            ));
+        }
+        if request.instance < 0 {
+            return Err(format!(
+                "migration request {uuid}: instance must be >= 0, got {}",
+                request.instance
+            ));
+        }
+    }
+    annotations::check_alfred(
+        annotations
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Validates a ServingRuntime's or ClusterServingRuntime's component configs: budgets must be
+/// integers or percents, but a zero (even on both sides) is admitted in a runtime.
+pub fn review_runtime(fields: &RuntimeFields) -> Verdict {
+    let result = ComponentKind::ALL.into_iter().try_for_each(|kind| {
+        let Some(r) = rolling(fields.component(kind).and_then(|c| c.lifecycle.as_ref())) else {
+            return Ok(());
+        };
+        check_budgets(
+            &format!("spec.{kind}Config.lifecycle.updateStrategy.rollingUpdate"),
+            r,
+            false,
+        )
+    });
+    Verdict::from(result, Vec::new())
+}
+
+/// Validates an InferenceReplica's own strategy.
+pub fn review_replica(replica: &InferenceReplica) -> Verdict {
+    let result = match rolling(replica.spec.lifecycle.as_ref()) {
+        Some(r) => check_budgets("spec.lifecycle.updateStrategy.rollingUpdate", r, true),
+        None => Ok(()),
+    };
+    Verdict::from(result, Vec::new())
+}

@@ -1,0 +1,247 @@
+//! The admission rules with their exact messages (omenative-reference.md §1.4, alfred-reference.md §2).
+
+use alfred::admission::{review_inference_service, review_replica, review_runtime};
+use alfred::api::runtime::RuntimeFields;
+use alfred::api::{InferenceReplica, InferenceService};
+use serde_json::{Value, json};
+
+fn isvc(spec: Value, annotations: Value) -> InferenceService {
+    serde_json::from_value(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "chat", "namespace": "prod", "annotations": annotations}, "spec": spec}))
+    .unwrap()
+}
+
+fn budgets(rolling: Value) -> InferenceService {
+    isvc(
+        json!({"deploymentMode": "OMENative", "engine": {"lifecycle": {"updateStrategy": {"rollingUpdate": rolling}}}}),
+        json!({}),
+    )
+}
+
+fn denied(i: &InferenceService) -> String {
+    review_inference_service(i, None).denied.unwrap_or_default()
+}
+
+#[test]
+fn budget_messages_and_check_order() {
+    let p = "spec.engine.lifecycle.updateStrategy.rollingUpdate";
+    assert_eq!(
+        denied(&budgets(json!({"maxSurge": 0, "maxUnavailable": 0}))),
+        format!(
+            "{p}: maxSurge=0 and maxUnavailable=0 together yield an unstartable rollout (RollingUpdateZeroBudget)"
+        )
+    );
+    assert_eq!(
+        denied(&budgets(json!({"maxSurge": "0%", "maxUnavailable": 0}))),
+        format!(
+            "{p}: maxSurge=0 and maxUnavailable=0 together yield an unstartable rollout (RollingUpdateZeroBudget)"
+        )
+    );
+    assert_eq!(
+        denied(&budgets(json!({"maxUnavailable": -1}))),
+        format!("{p}.maxUnavailable=-1 must be >= 0 (InvalidRollingUpdateInteger)")
+    );
+    assert_eq!(
+        denied(&budgets(json!({"maxSurge": "abc"}))),
+        format!(
+            "{p}.maxSurge=\"abc\" must be an integer count or a percent string like \"25%\" (InvalidRollingUpdatePercent)"
+        )
+    );
+    assert_eq!(
+        denied(&budgets(json!({"maxSurge": "x%"}))),
+        format!("{p}.maxSurge=\"x%\" has a malformed percent value (InvalidRollingUpdatePercent)")
+    );
+    assert_eq!(
+        denied(&budgets(json!({"maxSurge": "120%"}))),
+        format!(
+            "{p}.maxSurge=\"120%\" percent must be between 0% and 100% (InvalidRollingUpdatePercent)"
+        )
+    );
+    // maxUnavailable is checked before maxSurge, both before the zero rule.
+    assert!(
+        denied(&budgets(json!({"maxSurge": -1, "maxUnavailable": "bad"})))
+            .contains("maxUnavailable=\"bad\"")
+    );
+    // A zero on one side is admitted; nil never counts as zero.
+    for ok in [
+        json!({"maxSurge": 0}),
+        json!({"maxUnavailable": "0%", "maxSurge": 1}),
+        json!({}),
+    ] {
+        assert_eq!(
+            review_inference_service(&budgets(ok.clone()), None).denied,
+            None,
+            "{ok}"
+        );
+    }
+    // Components in order: the engine's error wins over the router's.
+    let both = isvc(
+        json!({"deploymentMode": "OMENative",
+        "engine": {"lifecycle": {"updateStrategy": {"rollingUpdate": {"maxSurge": -2}}}},
+        "router": {"lifecycle": {"updateStrategy": {"rollingUpdate": {"maxSurge": -3}}}}}),
+        json!({}),
+    );
+    assert!(denied(&both).starts_with("spec.engine."));
+}
+
+#[test]
+fn runtimes_check_budgets_but_admit_zeros() {
+    let fields: RuntimeFields = serde_json::from_value(json!({
+        "engineConfig": {"lifecycle": {"updateStrategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}}}})).unwrap();
+    assert_eq!(review_runtime(&fields).denied, None);
+    let fields: RuntimeFields = serde_json::from_value(json!({
+        "decoderConfig": {"lifecycle": {"updateStrategy": {"rollingUpdate": {"maxUnavailable": "5"}}}}})).unwrap();
+    assert_eq!(
+        review_runtime(&fields).denied.unwrap(),
+        "spec.decoderConfig.lifecycle.updateStrategy.rollingUpdate.maxUnavailable=\"5\" must be an integer count or a percent string like \"25%\" (InvalidRollingUpdatePercent)"
+    );
+}
+
+#[test]
+fn replicas_check_their_own_strategy() {
+    let ir: InferenceReplica = serde_json::from_value(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+        "metadata": {"name": "chat-engine", "namespace": "prod"},
+        "spec": {"component": "engine", "lifecycle": {"updateStrategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}}}}})).unwrap();
+    assert_eq!(
+        review_replica(&ir).denied.unwrap(),
+        "spec.lifecycle.updateStrategy.rollingUpdate: maxSurge=0 and maxUnavailable=0 together yield an unstartable rollout (RollingUpdateZeroBudget)"
+    );
+}
+
+#[test]
+fn engine_and_decoder_modes_must_match() {
+    let leader_engine = isvc(
+        json!({"engine": {"leader": {}, "worker": {"size": 1}}, "decoder": {}}),
+        json!({}),
+    );
+    assert_eq!(
+        denied(&leader_engine),
+        "InvalidDeploymentModeCombination: engine deploymentMode=\"OMENative\" does not match decoder deploymentMode=\"\"; when either is OMENative, both must use the same value"
+    );
+    let both = isvc(
+        json!({"deploymentMode": "OMENative", "engine": {}, "decoder": {}}),
+        json!({}),
+    );
+    assert_eq!(review_inference_service(&both, None).denied, None);
+    let raw = isvc(json!({"engine": {}, "decoder": {}}), json!({}));
+    assert_eq!(
+        review_inference_service(&raw, None).denied,
+        None,
+        "neither is OMENative"
+    );
+    let mixed = isvc(
+        json!({"deploymentMode": "OMENative", "engine": {},
+        "decoder": {"annotations": {"ome.io/deploymentMode": "RawDeployment"}}}),
+        json!({}),
+    );
+    assert!(denied(&mixed).contains("decoder deploymentMode=\"RawDeployment\""));
+}
+
+#[test]
+fn deployment_strategy_on_omenative_is_admitted_with_a_warning() {
+    let i = isvc(
+        json!({"deploymentMode": "OMENative", "engine": {"deploymentStrategy": {"type": "Recreate"}}}),
+        json!({}),
+    );
+    let v = review_inference_service(&i, None);
+    assert_eq!(v.denied, None);
+    assert_eq!(v.warnings, vec![
+        "engine.deploymentStrategy is set but deploymentMode is \"OMENative\"; deploymentStrategy applies only to RawDeployment and is ignored here — use engine.lifecycle.updateStrategy.rollingUpdate for rollout pacing".to_string()]);
+    let raw = isvc(
+        json!({"engine": {"deploymentStrategy": {"type": "Recreate"}}}),
+        json!({}),
+    );
+    assert!(review_inference_service(&raw, None).warnings.is_empty());
+}
+
+#[test]
+fn alfred_annotations_are_strict() {
+    let cases = [
+        ("alfred.ome.io/movable", "yes", "use true or false"),
+        ("alfred.ome.io/priority", "2", "use a number from 0 to 1"),
+        (
+            "alfred.ome.io/cooldown-minutes",
+            "10m",
+            "use a whole number of minutes",
+        ),
+        (
+            "alfred.ome.io/spot-policy",
+            "evict",
+            "use avoid, migrate or ignore",
+        ),
+        ("alfred.ome.io/tenant-group", "team a", "use a label value"),
+        (
+            "ome.io/revision-history-limit",
+            "0",
+            "use a positive whole number",
+        ),
+    ];
+    for (key, value, accepted) in cases {
+        let e = denied(&isvc(json!({"engine": {}}), json!({key: value})));
+        assert!(
+            e.starts_with(&format!("annotation {key}={value:?} is invalid: ")),
+            "{e}"
+        );
+        assert!(e.contains(accepted), "{e}");
+    }
+    let fine = isvc(
+        json!({"engine": {}}),
+        json!({"alfred.ome.io/movable": "true", "alfred.ome.io/priority": "0.9",
+        "alfred.ome.io/cooldown-minutes": "0", "alfred.ome.io/spot-policy": "avoid", "alfred.ome.io/tenant-group": "team-a",
+        "alfred.ome.io/opt-out-reason": "anything", "ome.io/revision-history-limit": "5"}),
+    );
+    assert_eq!(review_inference_service(&fine, None).denied, None);
+}
+
+#[test]
+fn migration_requests_are_checked_when_added_or_changed() {
+    let key = "ome.io/migration-request-v1-6f1c2a4e-1b2c-4d5e-8f90-1234567890ab";
+    let spec = json!({"deploymentMode": "OMENative", "engine": {}});
+    let good = r#"{"schemaVersion":"v1","component":"engine","instance":0,"from_node":"gpu-a","requested_by":"kubectl-alfred"}"#;
+    assert_eq!(
+        review_inference_service(&isvc(spec.clone(), json!({key: good})), None).denied,
+        None
+    );
+    let cases = [
+        (
+            r#"{"schemaVersion":"v2","component":"engine","instance":0}"#,
+            "UnsupportedSchemaVersion: \"v2\"",
+        ),
+        (
+            r#"{"schemaVersion":"v1","component":"decoder","instance":0}"#,
+            "component \"decoder\" is not a component of this InferenceService",
+        ),
+        (
+            r#"{"schemaVersion":"v1","component":"engine","instance":-1}"#,
+            "instance must be >= 0, got -1",
+        ),
+        ("not json", "expected ident"),
+    ];
+    for (payload, want) in cases {
+        let e = denied(&isvc(spec.clone(), json!({key: payload})));
+        assert!(
+            e.starts_with("migration request 6f1c2a4e-1b2c-4d5e-8f90-1234567890ab: "),
+            "{e}"
+        );
+        assert!(e.contains(want), "{e}");
+    }
+    assert_eq!(
+        denied(&isvc(
+            spec.clone(),
+            json!({"ome.io/migration-request-v1-": good})
+        )),
+        "migration request ome.io/migration-request-v1-: annotation key carries no request UUID"
+    );
+    // A bad request already stored passes an unrelated update; its removal always passes.
+    let stored = isvc(spec.clone(), json!({key: "not json"}));
+    let relabelled = isvc(spec.clone(), json!({key: "not json", "team": "a"}));
+    assert_eq!(
+        review_inference_service(&relabelled, Some(&stored)).denied,
+        None
+    );
+    let removed = isvc(spec, json!({}));
+    assert_eq!(
+        review_inference_service(&removed, Some(&stored)).denied,
+        None
+    );
+}
