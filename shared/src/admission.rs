@@ -2,7 +2,10 @@
 //! §2): what crosses fields or needs the policy, with the exact messages. The CRD schema refuses
 //! what a schema can; the webhook is a thin adapter over these functions.
 
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::Value;
 
 use crate::annotations;
 use crate::api::component::ComponentKind;
@@ -12,7 +15,7 @@ use crate::api::runtime::RuntimeFields;
 use crate::api::{InferenceReplica, InferenceService};
 use crate::migration;
 use crate::mode::{self, DeploymentMode, ModeSource};
-use crate::strategy::parse_percent;
+use crate::strategy::{self, OperatorDefaults, parse_percent};
 
 /// The answer to one object: refused with a message, or admitted with warnings.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -188,4 +191,102 @@ pub fn review_replica(replica: &InferenceReplica) -> Verdict {
         None => Ok(()),
     };
     Verdict::from(result, Vec::new())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Defaulting: fill a component's update strategy from the defaults chain, where OME shows it.
+
+/// The JSON Patch that adds to `object` whatever of `desired` it lacks under `base` (a path of
+/// keys), leaving every value already set alone, so a second pass yields no patch.
+pub fn fill_patch(object: &Value, base: &[&str], desired: &Value) -> Vec<PatchOperation> {
+    let mut ops = Vec::new();
+    // Walk down `base`, adding the first missing level with the rest nested inside.
+    let mut here = object;
+    let mut path: Vec<String> = Vec::new();
+    for (i, key) in base.iter().enumerate() {
+        path.push(key.to_string());
+        match here.get(key) {
+            Some(next) if next.is_object() => here = next,
+            Some(next) if !next.is_null() => return ops, // not an object: not ours to fix
+            _ => {
+                let mut value = desired.clone();
+                for key in base[i + 1..].iter().rev() {
+                    value = serde_json::json!({ *key: value });
+                }
+                ops.push(add(&path, value));
+                return ops;
+            }
+        }
+    }
+    fill(here, desired, &mut path, &mut ops);
+    ops
+}
+
+fn fill(current: &Value, desired: &Value, path: &mut Vec<String>, ops: &mut Vec<PatchOperation>) {
+    let Some(desired) = desired.as_object() else {
+        return;
+    };
+    for (key, want) in desired {
+        path.push(key.clone());
+        match current.get(key) {
+            None | Some(Value::Null) => ops.push(add(path, want.clone())),
+            Some(have) if have.is_object() => fill(have, want, path, ops),
+            Some(_) => {}
+        }
+        path.pop();
+    }
+}
+
+fn add(path: &[String], value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation {
+        path: PointerBuf::from_tokens(path.iter().map(String::as_str)),
+        value,
+    })
+}
+
+/// The patch that shows an InferenceReplica's resolved update strategy in
+/// `spec.lifecycle.updateStrategy`: its own strategy (projected from the InferenceService), then
+/// the runtime's, the operator default and `SurgeThenDrain`.
+pub fn replica_defaults(
+    replica: &Value,
+    typed: &InferenceReplica,
+    runtime: Option<&LifecycleSpec>,
+    defaults: &OperatorDefaults,
+) -> Vec<PatchOperation> {
+    let resolved = strategy::resolve_lifecycle(
+        typed.spec.component,
+        typed.spec.lifecycle.as_ref(),
+        runtime,
+        defaults,
+    );
+    let desired = serde_json::to_value(resolved.projected()).unwrap_or_default();
+    fill_patch(replica, &["spec", "lifecycle", "updateStrategy"], &desired)
+}
+
+/// The same fill on each OMENative component of an InferenceService (opt-in: it writes into
+/// the user's object). RawDeployment components are never defaulted.
+pub fn inference_service_defaults(
+    isvc: &Value,
+    typed: &InferenceService,
+    runtime: Option<&RuntimeFields>,
+    defaults: &OperatorDefaults,
+) -> Vec<PatchOperation> {
+    let mut ops = Vec::new();
+    for (kind, c) in typed.spec.components() {
+        if mode::resolve(&typed.spec, kind, None).0 != DeploymentMode::OmeNative {
+            continue;
+        }
+        let runtime_lifecycle = runtime
+            .and_then(|r| r.component(kind))
+            .and_then(|c| c.lifecycle.as_ref());
+        let resolved =
+            strategy::resolve_lifecycle(kind, c.lifecycle.as_ref(), runtime_lifecycle, defaults);
+        let desired = serde_json::to_value(resolved.projected()).unwrap_or_default();
+        ops.extend(fill_patch(
+            isvc,
+            &["spec", kind.as_str(), "lifecycle", "updateStrategy"],
+            &desired,
+        ));
+    }
+    ops
 }

@@ -245,3 +245,138 @@ fn migration_requests_are_checked_when_added_or_changed() {
         None
     );
 }
+
+mod defaulting {
+    use alfred::admission::{fill_patch, inference_service_defaults, replica_defaults};
+    use alfred::api::lifecycle::LifecycleSpec;
+    use alfred::api::runtime::RuntimeFields;
+    use alfred::api::{InferenceReplica, InferenceService};
+    use alfred::strategy::OperatorDefaults;
+    use serde_json::{Value, json};
+
+    fn replica(lifecycle: Option<Value>) -> Value {
+        let mut spec =
+            json!({"component": "engine", "replicas": 2, "runners": [{"name": "default"}]});
+        if let Some(l) = lifecycle {
+            spec["lifecycle"] = l;
+        }
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+               "metadata": {"name": "chat-engine", "namespace": "prod"}, "spec": spec})
+    }
+
+    /// Applies the defaulting patch, checks a second pass patches nothing, and returns the
+    /// resulting strategy.
+    fn defaulted(
+        object: Value,
+        runtime: Option<&LifecycleSpec>,
+        defaults: &OperatorDefaults,
+    ) -> (usize, Value) {
+        let typed: InferenceReplica = serde_json::from_value(object.clone()).unwrap();
+        let ops = replica_defaults(&object, &typed, runtime, defaults);
+        let n = ops.len();
+        let mut patched = object;
+        json_patch::patch(&mut patched, &ops).unwrap();
+        let typed: InferenceReplica = serde_json::from_value(patched.clone()).unwrap();
+        assert!(
+            replica_defaults(&patched, &typed, runtime, defaults).is_empty(),
+            "not idempotent: {patched}"
+        );
+        (n, patched["spec"]["lifecycle"]["updateStrategy"].clone())
+    }
+
+    #[test]
+    fn the_spec_example_on_the_replica() {
+        let (n, s) = defaulted(
+            replica(Some(
+                json!({"updateStrategy": {"type": "InPlaceIfPossible"}}),
+            )),
+            None,
+            &OperatorDefaults::chart(),
+        );
+        assert_eq!(n, 1);
+        assert_eq!(
+            s.to_string(),
+            r#"{"rollingUpdate":{"maxUnavailable":"25%"},"type":"InPlaceIfPossible"}"#
+        );
+    }
+
+    #[test]
+    fn every_combination_fills_only_what_is_missing() {
+        let runtime: LifecycleSpec = serde_json::from_value(json!({"updateStrategy": {"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 2}}})).unwrap();
+        let own = [
+            None,
+            Some(json!({})),
+            Some(json!({"updateStrategy": {}})),
+            Some(json!({"updateStrategy": {"type": "SurgeThenDrain"}})),
+            Some(json!({"updateStrategy": {"rollingUpdate": {"partition": 1}}})),
+            Some(
+                json!({"updateStrategy": {"type": "InPlaceOnly", "rollingUpdate": {"maxUnavailable": 1}, "futureField": true}}),
+            ),
+        ];
+        for lifecycle in own {
+            for runtime in [None, Some(&runtime)] {
+                for defaults in [OperatorDefaults::default(), OperatorDefaults::chart()] {
+                    let (_, s) = defaulted(replica(lifecycle.clone()), runtime, &defaults);
+                    assert!(s["type"].is_string(), "{lifecycle:?} {runtime:?}: {s}");
+                    if let Some(own) = lifecycle.as_ref().and_then(|l| l.get("updateStrategy")) {
+                        // What the object set is never changed, unknown fields included.
+                        for (k, v) in own.as_object().unwrap() {
+                            if !v.is_object() {
+                                assert_eq!(&s[k], v);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let (_, s) = defaulted(replica(None), Some(&runtime), &OperatorDefaults::chart());
+        assert_eq!(
+            s,
+            json!({"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 2}})
+        );
+        let (_, s) = defaulted(replica(None), None, &OperatorDefaults::default());
+        assert_eq!(s, json!({"type": "SurgeThenDrain"}));
+    }
+
+    #[test]
+    fn inference_services_default_omenative_components_only() {
+        let object = json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "chat", "namespace": "prod"},
+            "spec": {"engine": {"annotations": {"ome.io/deploymentMode": "OMENative"},
+                                "lifecycle": {"updateStrategy": {"type": "RecreatePod"}}},
+                     "router": {}}});
+        let typed: InferenceService = serde_json::from_value(object.clone()).unwrap();
+        let runtime: RuntimeFields = serde_json::from_value(json!({})).unwrap();
+        let ops =
+            inference_service_defaults(&object, &typed, Some(&runtime), &OperatorDefaults::chart());
+        assert_eq!(
+            serde_json::to_value(&ops).unwrap(),
+            json!([{"op": "add",
+            "path": "/spec/engine/lifecycle/updateStrategy/rollingUpdate", "value": {"maxUnavailable": "25%"}}])
+        );
+    }
+
+    #[test]
+    fn pointers_are_escaped() {
+        let object = json!({"metadata": {}});
+        let ops = fill_patch(
+            &object,
+            &["metadata", "annotations"],
+            &json!({"ome.io/a~b": "x"}),
+        );
+        assert_eq!(
+            serde_json::to_value(&ops).unwrap(),
+            json!([{"op": "add", "path": "/metadata/annotations", "value": {"ome.io/a~b": "x"}}])
+        );
+        let object = json!({"metadata": {"annotations": {}}});
+        let ops = fill_patch(
+            &object,
+            &["metadata", "annotations"],
+            &json!({"ome.io/a~b": "x"}),
+        );
+        assert_eq!(
+            serde_json::to_value(&ops).unwrap(),
+            json!([{"op": "add", "path": "/metadata/annotations/ome.io~1a~0b", "value": "x"}])
+        );
+    }
+}
