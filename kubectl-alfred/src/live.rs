@@ -36,6 +36,11 @@ const INSTALL_HINT: &str =
 const KINDS: &[Kind] = &[
     kind("nodes", "/api/v1/nodes", true),
     kind("pods", "/api/v1/pods", true),
+    kind(
+        "controllerrevisions.apps",
+        "/apis/apps/v1/controllerrevisions",
+        true,
+    ),
     kind("persistentvolumes", "/api/v1/persistentvolumes", true),
     kind(
         "persistentvolumeclaims",

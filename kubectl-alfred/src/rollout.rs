@@ -277,6 +277,12 @@ fn status_text(r: &RolloutReport) -> Result<String> {
             None => "every other (no limit set)".into(),
         }
     )?;
+    if !r.revisions_kept.is_empty() {
+        writeln!(out, "  kept: {}", r.revisions_kept.join(", "))?;
+        if !r.revisions_pruned.is_empty() {
+            writeln!(out, "  pruned: {}", r.revisions_pruned.join(", "))?;
+        }
+    }
     Ok(out)
 }
 

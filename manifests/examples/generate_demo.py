@@ -360,6 +360,22 @@ p1 = find("Pod", "chat", "qwen3-8b-a100-engine-1-default-0")
 p1["metadata"]["labels"].update({"ome.io/revision-hash": new_hash, "ome.io/instance-incarnation": "2"})
 p1["spec"]["containers"][0]["image"] = "docker.io/lmsysorg/sglang:v0.5.4-cu129"
 
+# qwen3-8b-a100's revision history: 12 older revisions, the current one and the new target.
+def controller_revision(ns, replica_name, name, number):
+    return {"apiVersion": "apps/v1", "kind": "ControllerRevision",
+            "metadata": {"name": name, "namespace": ns,
+                         "labels": {"ome.io/inferenceservice": replica_name.rsplit("-", 1)[0], "component": "engine"},
+                         "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+                                              "name": replica_name, "uid": f"irep-uid-{ns}-{replica_name}",
+                                              "controller": True}]},
+            "revision": number, "data": {"note": "pod template omitted in the demo"}}
+
+for number in range(1, 13):
+    objects.append(controller_revision("chat", "qwen3-8b-a100-engine",
+                                       f"qwen3-8b-a100-engine-{rev_hash(f'qwen3-8b-a100-{number}')}", number))
+objects.append(controller_revision("chat", "qwen3-8b-a100-engine", old, 13))
+objects.append(controller_revision("chat", "qwen3-8b-a100-engine", new, 14))
+
 # OME's operator defaults, as the ome-resources chart sets them.
 objects.append({
     "apiVersion": "v1", "kind": "ConfigMap",

@@ -65,6 +65,9 @@ pub struct RolloutReport {
     pub retry_blocks: Vec<RetryBlock>,
     pub staged: Option<String>,
     pub revision_history_limit: Option<u32>,
+    /// The component's revisions (when the snapshot holds them): kept and pruned, oldest first.
+    pub revisions_kept: Vec<String>,
+    pub revisions_pruned: Vec<String>,
 }
 
 /// The operator defaults a snapshot implies: OME's ConfigMap when it holds one.
@@ -301,6 +304,35 @@ pub fn report(
         (surge_need, free)
     });
     let hold = status.and_then(|s| s.rollout_hold.clone());
+    let limit = strategy::revision_history_limit(
+        w.isvc
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::api::keys::REVISION_HISTORY_LIMIT))
+            .map(String::as_str),
+        &defaults,
+    );
+    let replica_name = replica
+        .and_then(|r| r.metadata.name.as_deref())
+        .unwrap_or_default();
+    let owned: Vec<(&str, i64)> = snapshot
+        .controller_revisions
+        .iter()
+        .filter(|r| {
+            r.metadata.namespace == w.namespace && r.owner("InferenceReplica") == Some(replica_name)
+        })
+        .map(|r| (r.metadata.name.as_str(), r.revision))
+        .collect();
+    let mut live: Vec<&str> = current.iter().map(String::as_str).collect();
+    if let Some(u) = status.and_then(|s| s.update_revision.as_deref()) {
+        live.push(u);
+    }
+    for r in &rows {
+        live.extend(r.running_revision.as_deref());
+        live.extend(r.target_revision.as_deref());
+    }
+    let (kept, pruned) = strategy::retain_revisions(&owned, &live, limit);
     let refs: Vec<&InstanceStatus> = rows.iter().collect();
     Ok(RolloutReport {
         workload: workload_key.to_string(),
@@ -325,15 +357,9 @@ pub fn report(
         hold,
         retry_blocks: status.map(|s| s.retry_blocks.clone()).unwrap_or_default(),
         staged: partition.and_then(|p| staged_message(&refs, &target, p, desired)),
-        revision_history_limit: strategy::revision_history_limit(
-            w.isvc
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(crate::api::keys::REVISION_HISTORY_LIMIT))
-                .map(String::as_str),
-            &defaults,
-        ),
+        revision_history_limit: limit,
+        revisions_kept: kept.into_iter().map(str::to_string).collect(),
+        revisions_pruned: pruned.into_iter().map(str::to_string).collect(),
         target_revision: target,
         strategy: resolved,
     })

@@ -10,7 +10,7 @@ use serde::de::{DeserializeOwned, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::api::core::{Node, Pod};
+use crate::api::core::{ControllerRevision, Node, Pod};
 
 mod parallel;
 use crate::api::{
@@ -43,6 +43,8 @@ pub struct Snapshot {
     pub persistent_volume_claims: Vec<PersistentVolumeClaim>,
     pub persistent_volumes: Vec<PersistentVolume>,
     pub config_maps: Vec<ConfigMap>,
+    /// Revisions owned by InferenceReplicas (others are skipped).
+    pub controller_revisions: Vec<ControllerRevision>,
     /// When the snapshot was taken, if it says; commands use it as `now` when replaying.
     pub info: Option<SnapshotInfo>,
     /// Objects of kinds the product does not read, by kind.
@@ -149,6 +151,7 @@ impl Snapshot {
             + self.persistent_volume_claims.len()
             + self.persistent_volumes.len()
             + self.config_maps.len()
+            + self.controller_revisions.len()
     }
 
     /// The ConfigMap with this name, if the snapshot holds it.
@@ -224,6 +227,8 @@ impl Snapshot {
         self.persistent_volumes
             .append(&mut other.persistent_volumes);
         self.config_maps.append(&mut other.config_maps);
+        self.controller_revisions
+            .append(&mut other.controller_revisions);
         if other.info.is_some() {
             self.info = other.info;
         }
@@ -299,6 +304,14 @@ impl Snapshot {
             ("ome.io", "InferenceReplica") => push!(inference_replicas),
             ("ome.io", "BaseModel") => push!(base_models),
             ("ome.io", "ClusterBaseModel") => push!(cluster_base_models),
+            ("apps", "ControllerRevision") => {
+                let revision: ControllerRevision =
+                    typed(json).map_err(|(path, message)| err(Some(object), path, message))?;
+                match revision.owner("InferenceReplica") {
+                    Some(_) => self.controller_revisions.push(revision),
+                    None => *self.skipped.entry(kind).or_default() += 1,
+                }
+            }
             ("alfred.ome.io", SNAPSHOT_INFO_KIND) => {
                 self.info =
                     Some(typed(json).map_err(|(path, message)| err(Some(object), path, message))?)
@@ -399,10 +412,15 @@ impl Snapshot {
             items.extend(objects.iter().filter_map(|o| serde_json::to_value(o).ok()));
         }
         // The lean core types carry no apiVersion and kind of their own.
-        fn push_core<T: Serialize>(items: &mut Vec<serde_json::Value>, kind: &str, objects: &[T]) {
+        fn push_core<T: Serialize>(
+            items: &mut Vec<serde_json::Value>,
+            api_version: &str,
+            kind: &str,
+            objects: &[T],
+        ) {
             for o in objects {
                 let mut object = serde_json::Map::new();
-                object.insert("apiVersion".into(), "v1".into());
+                object.insert("apiVersion".into(), api_version.into());
                 object.insert("kind".into(), kind.into());
                 if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(o) {
                     object.extend(fields);
@@ -424,7 +442,7 @@ impl Snapshot {
             }
             items.push(value);
         }
-        push_core(&mut items, "Node", &self.nodes);
+        push_core(&mut items, "v1", "Node", &self.nodes);
         push(&mut items, &self.persistent_volumes);
         push(&mut items, &self.persistent_volume_claims);
         push(&mut items, &self.config_maps);
@@ -434,7 +452,13 @@ impl Snapshot {
         push(&mut items, &self.serving_runtimes);
         push(&mut items, &self.inference_services);
         push(&mut items, &self.inference_replicas);
-        push_core(&mut items, "Pod", &self.pods);
+        push_core(&mut items, "v1", "Pod", &self.pods);
+        push_core(
+            &mut items,
+            "apps/v1",
+            "ControllerRevision",
+            &self.controller_revisions,
+        );
         serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
     }
 }

@@ -383,6 +383,28 @@ impl Pod {
     }
 }
 
+/// A revision of a controller's pod template (`apps/v1`); only its identity is read: which
+/// revisions a component keeps and prunes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerRevision {
+    #[serde(default)]
+    pub metadata: Meta,
+    #[serde(default)]
+    pub revision: i64,
+}
+
+impl ControllerRevision {
+    /// The owner of the given kind, if any.
+    pub fn owner(&self, kind: &str) -> Option<&str> {
+        self.metadata
+            .owner_references
+            .iter()
+            .find(|o| o.kind == kind)
+            .map(|o| o.name.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
