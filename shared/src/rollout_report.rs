@@ -182,16 +182,26 @@ pub fn report(
         .iter()
         .filter_map(|&i| cluster.instances[i].row.cloned())
         .collect();
+    // A pod runs a revision when its `ome.io/revision-hash` label ends the revision's name.
     let pods_of = |index: i32| -> Vec<PodFact<'_>> {
         c.instances
             .iter()
             .map(|&i| &cluster.instances[i])
             .filter(|inst| inst.index == index)
-            .flat_map(|inst| inst.pods.iter().map(|&p| &cluster.pods[p]))
-            .map(|p| PodFact {
+            .flat_map(|inst| {
+                let running = inst.row.and_then(|r| r.running_revision.as_deref());
+                inst.pods.iter().map(move |&p| (&cluster.pods[p], running))
+            })
+            .map(|(p, running)| PodFact {
                 name: p.name,
                 deletion: p.pod.metadata.deletion_timestamp,
-                on_running_revision: true,
+                on_running_revision: match (
+                    p.pod.metadata.label(crate::api::keys::LABEL_REVISION_HASH),
+                    running,
+                ) {
+                    (Some(hash), Some(revision)) => revision.ends_with(&format!("-{hash}")),
+                    _ => true,
+                },
             })
             .collect()
     };
