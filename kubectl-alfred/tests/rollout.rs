@@ -113,3 +113,66 @@ fn errors_name_what_is_wrong() {
     assert!(!ok);
     assert!(err.contains("give CONTAINER=IMAGE"), "{err}");
 }
+
+#[test]
+fn plan_an_edited_inference_service() {
+    let dir = std::env::temp_dir().join(format!("alfred-rollout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let edited = |engine: &str| {
+        format!(
+            "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {{name: qwen3-8b-chat, namespace: chat}}\n\
+             spec:\n  deploymentMode: OMENative\n  model: {{name: qwen3-8b}}\n  runtime: {{name: srt-sglang, kind: ClusterServingRuntime}}\n  engine:\n{engine}"
+        )
+    };
+    // A strategy edit changes no pod: no rollout.
+    let strategy = dir.join("strategy.yaml");
+    std::fs::write(&strategy, edited("    minReplicas: 3\n    maxReplicas: 3\n    lifecycle: {updateStrategy: {type: RecreatePod}}\n")).unwrap();
+    let (ok, out, err) = alfred(&[
+        "rollout",
+        "plan",
+        "chat/qwen3-8b-chat",
+        "--change",
+        strategy.to_str().unwrap(),
+        "-f",
+        DEMO,
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with("The change leaves the engine pod template as it is: it starts no rollout"),
+        "{out}"
+    );
+    // An environment variable is a template change: every Instance moves, one wave each.
+    let env = dir.join("env.yaml");
+    std::fs::write(&env, edited("    minReplicas: 3\n    maxReplicas: 3\n    runner: {name: ome-container, env: [{name: LOG_LEVEL, value: debug}]}\n")).unwrap();
+    let (ok, out, err) = alfred(&[
+        "rollout",
+        "plan",
+        "chat/qwen3-8b-chat",
+        "--change",
+        env.to_str().unwrap(),
+        "-f",
+        DEMO,
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["waves"].as_array().unwrap().len(), 3);
+    assert_eq!(r["targetRevision"], "qwen3-8b-chat-engine-<new>");
+    // The edited file must hold the InferenceService named on the command line.
+    let (ok, _, err) = alfred(&[
+        "rollout",
+        "plan",
+        "chat/other",
+        "--change",
+        env.to_str().unwrap(),
+        "-f",
+        DEMO,
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("holds no InferenceService chat/other"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
