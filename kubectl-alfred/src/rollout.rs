@@ -183,7 +183,11 @@ fn plan_text(r: &RolloutReport) -> Result<String> {
     header(r, &mut out)?;
     writeln!(out)?;
     if !r.in_flight.is_empty() {
-        writeln!(out, "In flight: Instance(s) {}", join(&r.in_flight))?;
+        writeln!(
+            out,
+            "In flight: Instance(s) {}",
+            alfred::rollout::indices(&r.in_flight)
+        )?;
     }
     for (i, wave) in r.waves.iter().enumerate() {
         let starts: Vec<String> = wave
@@ -284,12 +288,4 @@ fn status_text(r: &RolloutReport) -> Result<String> {
         }
     }
     Ok(out)
-}
-
-fn join(items: &[i32]) -> String {
-    items
-        .iter()
-        .map(i32::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }

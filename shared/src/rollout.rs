@@ -175,6 +175,17 @@ fn on(row: &InstanceStatus, revision: &str) -> bool {
     row.running_revision.as_deref() == Some(revision)
 }
 
+/// The key OME's events name an Instance by.
+fn event_key(component: ComponentKind, index: i32) -> String {
+    format!("component={component} instance={index}")
+}
+
+/// Instance indices as the hold texts list them: `0, 2`.
+pub fn indices(items: &[i32]) -> String {
+    let names: Vec<String> = items.iter().map(i32::to_string).collect();
+    list(&names)
+}
+
 fn list(items: &[String]) -> String {
     items.join(", ")
 }
@@ -250,8 +261,8 @@ pub fn mechanism(
         _ if change == Change::ImagesOnly => Ok(Mechanism::InPlace),
         UpdateStrategyType::InPlaceIfPossible => Ok(Mechanism::Recreate),
         UpdateStrategyType::InPlaceOnly => Err(format!(
-            "OMENative component={component} instance={} rejected update: InPlaceOnly strategy but diff exceeds container images",
-            row.index
+            "OMENative {} rejected update: InPlaceOnly strategy but diff exceeds container images",
+            event_key(component, row.index)
         )),
     }
 }
@@ -463,10 +474,9 @@ fn not_serving_clause(target: &str, rolled_not_serving: &[i32]) -> String {
     if rolled_not_serving.is_empty() {
         return String::new();
     }
-    let names: Vec<String> = rolled_not_serving.iter().map(i32::to_string).collect();
     format!(
         "; Instance(s) {} on revision {target} not serving",
-        list(&names)
+        indices(rolled_not_serving)
     )
 }
 
@@ -588,7 +598,7 @@ pub fn mid_surge(
     new_target: &str,
     pods: SurgePods,
 ) -> MidSurge {
-    let key = format!("component={component} instance={}", row.index);
+    let key = event_key(component, row.index);
     let running = row.running_revision.as_deref().unwrap_or("");
     if row.phase == Some(InstancePhase::Failed) {
         return MidSurge::NextAttempt;
@@ -681,7 +691,7 @@ pub fn gang_abandoned(
     why: GangAbandon<'_>,
     reset: GangReset<'_>,
 ) -> String {
-    let key = format!("component={component} instance={index}");
+    let key = event_key(component, index);
     let reset = reset.text();
     match why {
         GangAbandon::Failed => {
@@ -704,6 +714,7 @@ pub fn gang_abandoned(
 /// admits no further attempt.
 pub fn gang_held(component: ComponentKind, index: i32, pinned: &str, surge_index: i32) -> String {
     format!(
-        "OMENative component={component} instance={index} held: revision {pinned} admits no further attempt after the replacement gang (surge-index={surge_index}) lost members once it had taken over serving; the Instance stays Failed until a corrected revision or a reset"
+        "OMENative {} held: revision {pinned} admits no further attempt after the replacement gang (surge-index={surge_index}) lost members once it had taken over serving; the Instance stays Failed until a corrected revision or a reset",
+        event_key(component, index)
     )
 }

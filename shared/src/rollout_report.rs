@@ -289,12 +289,7 @@ pub fn report(
         stops = Some(format!(
             "partition {} keeps Instance(s) {} on the prior revision",
             partition.unwrap_or(0),
-            first
-                .partition_held
-                .iter()
-                .map(i32::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
+            crate::rollout::indices(&first.partition_held)
         ));
     }
     if stops.is_none() && !first.refused.is_empty() {

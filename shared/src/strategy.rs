@@ -396,8 +396,7 @@ pub fn revision_history_limit(
     defaults: &OperatorDefaults,
 ) -> Option<u32> {
     annotation
-        .and_then(|a| a.parse::<u32>().ok())
-        .filter(|n| *n > 0)
+        .and_then(|a| crate::annotations::revision_history_limit(a).ok())
         .or(defaults.revision_history_limit)
 }
 

@@ -150,7 +150,7 @@ fn respond(
 }
 
 fn typed<T: DeserializeOwned>(raw: &serde_json::Value, kind: &str) -> Result<T, String> {
-    serde_json::from_value(raw.clone()).map_err(|e| format!("cannot read the {kind}: {e}"))
+    T::deserialize(raw).map_err(|e| format!("cannot read the {kind}: {e}"))
 }
 
 fn unsupported(group: &str, kind: &str) -> String {
