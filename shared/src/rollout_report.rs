@@ -402,8 +402,7 @@ fn instance_line(cluster: &Cluster<'_>, i: usize, pods_per_instance: u32) -> Ins
     }
 }
 
-/// The runtime's config for a component: `spec.runtime` names a ServingRuntime in the
-/// namespace or a ClusterServingRuntime (unset kind: the namespace first).
+/// The runtime's config for a component, found where OME looks (`RuntimeRef::lookup_order`).
 fn runtime_component<'s>(
     snapshot: &'s Snapshot,
     namespace: &str,
@@ -411,26 +410,21 @@ fn runtime_component<'s>(
     kind: ComponentKind,
 ) -> Option<&'s crate::api::ComponentSpec> {
     let r = isvc.spec.runtime.as_ref()?;
-    let namespaced = || {
-        snapshot
+    let named = |name: Option<&String>| name.map(String::as_str) == Some(r.name.as_str());
+    let fields = r.lookup_order().iter().find_map(|k| match k {
+        RuntimeKind::ServingRuntime => snapshot
             .serving_runtimes
             .iter()
             .find(|s| {
-                s.metadata.name.as_deref() == Some(r.name.as_str())
+                named(s.metadata.name.as_ref())
                     && s.metadata.namespace.as_deref().unwrap_or("default") == namespace
             })
-            .and_then(|s| s.spec.fields.component(kind))
-    };
-    let cluster_wide = || {
-        snapshot
+            .map(|s| &s.spec.fields),
+        RuntimeKind::ClusterServingRuntime => snapshot
             .cluster_serving_runtimes
             .iter()
-            .find(|s| s.metadata.name.as_deref() == Some(r.name.as_str()))
-            .and_then(|s| s.spec.fields.component(kind))
-    };
-    match r.kind {
-        Some(RuntimeKind::ClusterServingRuntime) => cluster_wide(),
-        Some(RuntimeKind::ServingRuntime) => namespaced(),
-        None => namespaced().or_else(cluster_wide),
-    }
+            .find(|s| named(s.metadata.name.as_ref()))
+            .map(|s| &s.spec.fields),
+    })?;
+    fields.component(kind)
 }

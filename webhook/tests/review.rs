@@ -1,45 +1,65 @@
 //! The review handler on AdmissionReview fixtures, as the API server sends them.
 
-use alfred::api::InferenceService;
-use alfred::api::component::ComponentKind;
-use alfred::api::lifecycle::LifecycleSpec;
-use alfred::api::runtime::RuntimeFields;
 use alfred::strategy::OperatorDefaults;
-use alfred_webhook::review::{Context, Hook, Runtimes, review};
+use alfred_webhook::review::{Context, Found, Hook, Lookup, Outcome, review};
 use serde_json::{Value, json};
 
-/// Runtimes as a test knows them: none, or a RecreatePod runtime with maxUnavailable 2.
-struct Known(bool);
+/// The runtime a test's lookup finds.
+#[derive(Clone, Copy)]
+enum Runtime {
+    /// No runtime (the InferenceService names none).
+    Absent,
+    /// A runtime whose engine is RecreatePod with maxUnavailable 2.
+    Recreate2,
+    /// The API could not be read.
+    Unreadable,
+}
 
-impl Runtimes for Known {
-    fn lifecycle(&self, _: &str, _: &str, _: ComponentKind) -> Option<LifecycleSpec> {
-        self.0.then(|| {
-            serde_json::from_value(json!({"updateStrategy": {"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 2}}})).unwrap()
-        })
-    }
-    fn fields(&self, _: &str, _: &InferenceService) -> Option<RuntimeFields> {
-        None
+fn found(runtime: Runtime, lookup: &Lookup) -> Found {
+    match runtime {
+        Runtime::Absent => Ok(None),
+        Runtime::Recreate2 => {
+            if let Lookup::Replica { namespace, isvc } = lookup {
+                assert_eq!((namespace.as_str(), isvc.as_str()), ("prod", "chat"));
+            }
+            Ok(Some(serde_json::from_value(json!({"engineConfig": {"lifecycle": {
+                "updateStrategy": {"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 2}}}}}))
+            .unwrap()))
+        }
+        Runtime::Unreadable => Err("cannot read ServingRuntime prod/vllm: timed out".into()),
     }
 }
 
-fn run(fixture: &str, hook: Hook, runtimes: &dyn Runtimes) -> Value {
+fn run_with(fixture: &str, hook: Hook, runtime: Runtime, ctx: &Context<'_>) -> Value {
     let path = format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
     let body = std::fs::read(&path).unwrap();
-    let chart = OperatorDefaults::chart();
-    let ctx = Context {
-        defaults: &chart,
-        default_inference_services: false,
-        runtimes,
-    };
-    let out = review(&body, hook, &ctx).unwrap();
-    let answer: Value = serde_json::from_slice(&out).unwrap();
+    let out = review(&body, hook, ctx, |l| found(runtime, l)).unwrap();
+    let answer: Value = serde_json::from_slice(&out.body).unwrap();
     assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
     let request: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(
         answer["response"]["uid"], request["request"]["uid"],
         "the answer carries the request's uid"
     );
+    let expected = match (
+        answer["response"]["allowed"].as_bool(),
+        answer["response"].get("patch"),
+    ) {
+        (Some(false), _) => Outcome::Denied,
+        (_, Some(_)) => Outcome::Patched,
+        _ => Outcome::Allowed,
+    };
+    assert_eq!(out.outcome, expected);
     answer["response"].clone()
+}
+
+fn run(fixture: &str, hook: Hook, runtime: Runtime) -> Value {
+    let chart = OperatorDefaults::chart();
+    let ctx = Context {
+        defaults: Some(&chart),
+        default_inference_services: false,
+    };
+    run_with(fixture, hook, runtime, &ctx)
 }
 
 /// The patch as the API server reads it: a base64 string of JSON Patch.
@@ -59,7 +79,7 @@ fn a_zero_budget_is_refused_with_the_reference_message() {
     let r = run(
         "isvc-create-zero-budget.json",
         Hook::Validate,
-        &Known(false),
+        Runtime::Absent,
     );
     assert_eq!(r["allowed"], false);
     assert_eq!(
@@ -73,7 +93,7 @@ fn deployment_strategy_is_admitted_with_a_warning() {
     let r = run(
         "isvc-create-deployment-strategy.json",
         Hook::Validate,
-        &Known(false),
+        Runtime::Absent,
     );
     assert_eq!(r["allowed"], true);
     assert_eq!(
@@ -92,7 +112,7 @@ fn an_invalid_cooldown_is_refused_on_update() {
     let r = run(
         "isvc-update-bad-cooldown.json",
         Hook::Validate,
-        &Known(false),
+        Runtime::Absent,
     );
     assert_eq!(r["allowed"], false);
     assert!(
@@ -105,7 +125,7 @@ fn an_invalid_cooldown_is_refused_on_update() {
 
 #[test]
 fn replicas_get_their_defaults_as_a_patch() {
-    let r = run("irep-create-type-only.json", Hook::Mutate, &Known(false));
+    let r = run("irep-create-type-only.json", Hook::Mutate, Runtime::Absent);
     assert_eq!(r["allowed"], true);
     assert_eq!(r["patchType"], "JSONPatch");
     assert_eq!(
@@ -114,7 +134,11 @@ fn replicas_get_their_defaults_as_a_patch() {
         "value": {"maxUnavailable": "25%"}}])
     );
     // The runtime's budget wins over the operator default.
-    let r = run("irep-create-type-only.json", Hook::Mutate, &Known(true));
+    let r = run(
+        "irep-create-type-only.json",
+        Hook::Mutate,
+        Runtime::Recreate2,
+    );
     assert_eq!(
         patch(&r),
         json!([{"op": "add", "path": "/spec/lifecycle/updateStrategy/rollingUpdate",
@@ -122,7 +146,11 @@ fn replicas_get_their_defaults_as_a_patch() {
     );
     // Validation of the same object passes.
     assert_eq!(
-        run("irep-create-type-only.json", Hook::Validate, &Known(false))["allowed"],
+        run(
+            "irep-create-type-only.json",
+            Hook::Validate,
+            Runtime::Absent
+        )["allowed"],
         true
     );
 }
@@ -130,14 +158,14 @@ fn replicas_get_their_defaults_as_a_patch() {
 #[test]
 fn runtimes_may_carry_zeros() {
     assert_eq!(
-        run("runtime-zero-budgets.json", Hook::Validate, &Known(false))["allowed"],
+        run("runtime-zero-budgets.json", Hook::Validate, Runtime::Absent)["allowed"],
         true
     );
 }
 
 #[test]
 fn other_kinds_are_refused_and_deletes_pass() {
-    let r = run("configmap-create.json", Hook::Validate, &Known(false));
+    let r = run("configmap-create.json", Hook::Validate, Runtime::Absent);
     assert_eq!(r["allowed"], false);
     assert!(
         r["status"]["message"]
@@ -146,7 +174,7 @@ fn other_kinds_are_refused_and_deletes_pass() {
             .starts_with("alfred-webhook does not review ConfigMap")
     );
     assert_eq!(
-        run("isvc-delete.json", Hook::Validate, &Known(false))["allowed"],
+        run("isvc-delete.json", Hook::Validate, Runtime::Absent)["allowed"],
         true
     );
 }
@@ -155,24 +183,24 @@ fn other_kinds_are_refused_and_deletes_pass() {
 fn unreadable_reviews_are_errors_not_panics() {
     let chart = OperatorDefaults::chart();
     let ctx = Context {
-        defaults: &chart,
+        defaults: Some(&chart),
         default_inference_services: false,
-        runtimes: &Known(false),
     };
+    let review = |body: &[u8], hook| review(body, hook, &ctx, |_| Ok(None)).map(|a| a.body);
     assert!(
-        review(b"{", Hook::Validate, &ctx)
+        review(b"{", Hook::Validate)
             .unwrap_err()
             .starts_with("the body is not an AdmissionReview")
     );
     let v1beta1 =
         br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":null}"#;
     assert!(
-        review(v1beta1, Hook::Validate, &ctx)
+        review(v1beta1, Hook::Validate)
             .unwrap_err()
             .contains("admissionReviewVersions: [v1]")
     );
     let empty = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#;
-    assert!(review(empty, Hook::Mutate, &ctx).is_err());
+    assert!(review(empty, Hook::Mutate).is_err());
     // A well-formed review of an object that is not a valid InferenceService is refused, not allowed.
     let bad = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "u", "kind": {"group": "ome.io", "version": "v1beta1", "kind": "InferenceService"},
@@ -181,7 +209,7 @@ fn unreadable_reviews_are_errors_not_panics() {
         "object": {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "x"},
                    "spec": {"engine": {"minReplicas": "two"}}}}});
     let out: Value =
-        serde_json::from_slice(&review(bad.to_string().as_bytes(), Hook::Validate, &ctx).unwrap())
+        serde_json::from_slice(&review(bad.to_string().as_bytes(), Hook::Validate).unwrap())
             .unwrap();
     assert_eq!(out["response"]["allowed"], false);
     assert!(
@@ -197,8 +225,112 @@ proptest::proptest! {
     #[test]
     fn arbitrary_bodies_never_panic(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400)) {
         let chart = OperatorDefaults::chart();
-        let ctx = Context { defaults: &chart, default_inference_services: true, runtimes: &Known(true) };
-        let _ = review(&body, Hook::Validate, &ctx);
-        let _ = review(&body, Hook::Mutate, &ctx);
+        let ctx = Context { defaults: Some(&chart), default_inference_services: true };
+        let _ = review(&body, Hook::Validate, &ctx, |l| found(Runtime::Recreate2, l));
+        let _ = review(&body, Hook::Mutate, &ctx, |l| found(Runtime::Recreate2, l));
     }
+}
+
+#[test]
+fn unreadable_runtimes_or_defaults_admit_without_a_patch_and_say_why() {
+    let r = run(
+        "irep-create-type-only.json",
+        Hook::Mutate,
+        Runtime::Unreadable,
+    );
+    assert_eq!(r["allowed"], true);
+    assert!(r.get("patch").is_none(), "no guess is written: {r}");
+    assert_eq!(
+        r["warnings"][0],
+        "alfred-webhook wrote no update-strategy defaults: cannot read ServingRuntime prod/vllm: timed out"
+    );
+    let ctx = Context {
+        defaults: None,
+        default_inference_services: false,
+    };
+    let r = run_with(
+        "irep-create-type-only.json",
+        Hook::Mutate,
+        Runtime::Absent,
+        &ctx,
+    );
+    assert!(r.get("patch").is_none());
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("operator defaults could not be read")
+    );
+}
+
+#[test]
+fn inference_services_are_defaulted_only_when_opted_in() {
+    let r = run("isvc-create-runtime.json", Hook::Mutate, Runtime::Recreate2);
+    assert_eq!(r["allowed"], true);
+    assert!(r.get("patch").is_none(), "off by default: {r}");
+
+    let chart = OperatorDefaults::chart();
+    let ctx = Context {
+        defaults: Some(&chart),
+        default_inference_services: true,
+    };
+    // The InferenceService's own type wins; the runtime supplies the budget the type reads.
+    let r = run_with(
+        "isvc-create-runtime.json",
+        Hook::Mutate,
+        Runtime::Recreate2,
+        &ctx,
+    );
+    assert_eq!(
+        patch(&r),
+        json!([{"op": "add", "path": "/spec/engine/lifecycle/updateStrategy/rollingUpdate",
+        "value": {"maxUnavailable": 2}}])
+    );
+    // Without the runtime, the operator default fills it.
+    let r = run_with(
+        "isvc-create-runtime.json",
+        Hook::Mutate,
+        Runtime::Absent,
+        &ctx,
+    );
+    assert_eq!(
+        patch(&r),
+        json!([{"op": "add", "path": "/spec/engine/lifecycle/updateStrategy/rollingUpdate",
+        "value": {"maxUnavailable": "25%"}}])
+    );
+}
+
+#[test]
+fn the_lookup_names_what_defaulting_needs() {
+    use alfred_webhook::review::parse;
+    let chart = OperatorDefaults::chart();
+    let on = Context {
+        defaults: Some(&chart),
+        default_inference_services: true,
+    };
+    let read = |f: &str| {
+        parse(&std::fs::read(format!("{}/tests/fixtures/{f}", env!("CARGO_MANIFEST_DIR"))).unwrap())
+            .unwrap()
+    };
+    assert_eq!(
+        read("irep-create-type-only.json").lookup(Hook::Mutate, &on),
+        Some(Lookup::Replica {
+            namespace: "prod".into(),
+            isvc: "chat".into()
+        })
+    );
+    assert_eq!(
+        read("irep-create-type-only.json").lookup(Hook::Validate, &on),
+        None
+    );
+    let Some(Lookup::Runtime { namespace, runtime }) =
+        read("isvc-create-runtime.json").lookup(Hook::Mutate, &on)
+    else {
+        panic!("an opted-in InferenceService looks up its runtime")
+    };
+    assert_eq!(
+        (namespace.as_str(), runtime.name.as_str()),
+        ("prod", "vllm")
+    );
+    assert_eq!(read("isvc-delete.json").lookup(Hook::Mutate, &on), None);
 }

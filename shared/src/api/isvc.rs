@@ -82,7 +82,7 @@ pub enum ModelKind {
     ClusterBaseModel,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeRef {
     pub name: String,
@@ -93,7 +93,22 @@ pub struct RuntimeRef {
     pub api_group: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+impl RuntimeRef {
+    /// Where OME looks for the runtime, in order: the named kind, or with none named the
+    /// namespace's ServingRuntime first, then the ClusterServingRuntime.
+    pub fn lookup_order(&self) -> &'static [RuntimeKind] {
+        match self.kind {
+            Some(RuntimeKind::ServingRuntime) => &[RuntimeKind::ServingRuntime],
+            Some(RuntimeKind::ClusterServingRuntime) => &[RuntimeKind::ClusterServingRuntime],
+            None => &[
+                RuntimeKind::ServingRuntime,
+                RuntimeKind::ClusterServingRuntime,
+            ],
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum RuntimeKind {
     ServingRuntime,
     ClusterServingRuntime,
