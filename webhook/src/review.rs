@@ -271,7 +271,7 @@ fn defaults(
     found: Found,
 ) -> AdmissionResponse {
     enum Target {
-        Replica(InferenceReplica),
+        Replica(Box<InferenceReplica>),
         Service(InferenceService),
     }
     let target = match kind {
