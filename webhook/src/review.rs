@@ -272,7 +272,7 @@ fn defaults(
 ) -> AdmissionResponse {
     enum Target {
         Replica(Box<InferenceReplica>),
-        Service(InferenceService),
+        Service(Box<InferenceService>),
     }
     let target = match kind {
         "InferenceReplica" => typed(raw, kind).map(Target::Replica),
