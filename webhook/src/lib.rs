@@ -1,4 +1,9 @@
-//! `alfred-webhook`: the admission webhook's adapter over the core's rules
-//! (`alfred::admission`). The server (axum + rustls) is being built; see the issues.
+//! `alfred-webhook`: the admission webhook, a thin adapter over the core's rules
+//! (`alfred::admission`): [`review`] answers one AdmissionReview, [`server`] serves them over
+//! TLS, [`cluster`] reads runtimes and OME's defaults, [`tls`] loads and reloads certificates.
 
+pub mod cluster;
+pub mod metrics;
 pub mod review;
+pub mod server;
+pub mod tls;

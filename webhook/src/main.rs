@@ -1,1 +1,216 @@
-fn main() {}
+//! `alfred-webhook`: serves `/validate` and `/mutate` for OME's InferenceServices, runtimes and
+//! InferenceReplicas over TLS; probes and metrics on a plain port.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use alfred_webhook::cluster::{ApiRuntimes, DefaultsSource, SharedDefaults};
+use alfred_webhook::metrics::Metrics;
+use alfred_webhook::server::{AppState, Listeners, Shutdown, serve};
+use alfred_webhook::tls::CertFiles;
+use anyhow::{Context as _, Result, bail};
+use clap::Parser;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser, Debug)]
+#[command(name = "alfred-webhook", version, about)]
+struct Args {
+    /// Address for /validate and /mutate (HTTPS).
+    #[arg(long, env = "ALFRED_WEBHOOK_ADDR", default_value = "0.0.0.0:8443")]
+    addr: SocketAddr,
+    /// Address for /healthz, /readyz and /metrics (plain HTTP).
+    #[arg(
+        long,
+        env = "ALFRED_WEBHOOK_PROBE_ADDR",
+        default_value = "0.0.0.0:8080"
+    )]
+    probe_addr: SocketAddr,
+    /// Serving certificate chain (PEM); reloaded when it changes.
+    #[arg(long, default_value = "/tls/tls.crt")]
+    tls_cert: PathBuf,
+    /// Serving private key (PEM).
+    #[arg(long, default_value = "/tls/tls.key")]
+    tls_key: PathBuf,
+    /// How often to look for a rotated certificate.
+    #[arg(long, default_value = "10s", value_parser = seconds)]
+    tls_reload_interval: Duration,
+    /// OME's operator defaults from a ConfigMap manifest file instead of the cluster.
+    #[arg(long, conflicts_with = "operator_config_map")]
+    operator_defaults: Option<PathBuf>,
+    /// OME's `inferenceservice-config` ConfigMap, as NAMESPACE/NAME.
+    #[arg(long, default_value = "ome/inferenceservice-config")]
+    operator_config_map: String,
+    /// How often to re-read the operator defaults.
+    #[arg(long, default_value = "30s", value_parser = seconds)]
+    defaults_refresh_interval: Duration,
+    /// Also fill update-strategy defaults into InferenceServices (off: GitOps tools would
+    /// report the written defaults as drift).
+    #[arg(long)]
+    default_inference_services: bool,
+    /// How long a runtime read from the API is reused.
+    #[arg(long, default_value = "30s", value_parser = seconds)]
+    runtime_cache_ttl: Duration,
+    /// Time allowed for one API read during a review (the API server's own webhook timeout
+    /// must be longer).
+    #[arg(long, default_value = "2s", value_parser = seconds)]
+    api_timeout: Duration,
+    /// Run without a cluster: no runtime lookups (runtimes count as absent) and defaults
+    /// from --operator-defaults or none. For benchmarks and local tests.
+    #[arg(long)]
+    standalone: bool,
+    /// Largest review body accepted, in bytes (an object and its old version).
+    #[arg(long, default_value_t = 8 << 20)]
+    max_body_bytes: usize,
+    /// After SIGTERM, how long to report not-ready before closing, so endpoints drop us first.
+    #[arg(long, default_value = "5s", value_parser = seconds)]
+    shutdown_delay: Duration,
+    /// Then how long requests in flight may take to finish.
+    #[arg(long, default_value = "20s", value_parser = seconds)]
+    shutdown_grace: Duration,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "json")]
+    log_format: LogFormat,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum LogFormat {
+    Json,
+    Text,
+}
+
+/// A duration such as `10s`, `500ms` or `2m`.
+fn seconds(text: &str) -> Result<Duration, String> {
+    let bad =
+        || format!("{text:?} is not a duration: write a whole number with ms, s or m, such as 10s");
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit())
+        .map(|i| text.split_at(i))
+        .ok_or_else(bad)?;
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        _ => Err(bad()),
+    }
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ALFRED_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+        LogFormat::Text => logs.init(),
+    }
+    rustls::crypto::ring::default_provider()
+        .install_default()
+        .map_err(|_| anyhow::anyhow!("a TLS crypto provider was already installed"))?;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(run(args))
+}
+
+async fn run(args: Args) -> Result<()> {
+    let metrics = Arc::new(Metrics::default());
+    let certs = CertFiles {
+        cert: args.tls_cert.clone(),
+        key: args.tls_key.clone(),
+    };
+    let (tls, loaded) = certs
+        .load()
+        .map_err(anyhow::Error::msg)
+        .context("mount the serving certificate (make certs writes one for local use)")?;
+
+    let client = if args.standalone {
+        None
+    } else {
+        Some(
+            kube::Client::try_default()
+                .await
+                .context("connecting to the cluster (use --standalone to run without one)")?,
+        )
+    };
+    let source = match (&args.operator_defaults, args.standalone) {
+        (Some(path), _) => Some(DefaultsSource::File(path.clone())),
+        (None, true) => None,
+        (None, false) => {
+            let Some((namespace, name)) = args.operator_config_map.split_once('/') else {
+                bail!(
+                    "--operator-config-map {:?} must be NAMESPACE/NAME, such as ome/inferenceservice-config",
+                    args.operator_config_map
+                );
+            };
+            Some(DefaultsSource::ConfigMap {
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+        }
+    };
+    let defaults = SharedDefaults::default();
+    match &source {
+        Some(source) => source.refresh(client.as_ref(), &defaults, &metrics).await,
+        // Standalone without a file: OME's behaviour with no defaults configured.
+        None => defaults.store(Some(Arc::default())),
+    }
+    let state = Arc::new(AppState {
+        defaults: defaults.clone(),
+        default_inference_services: args.default_inference_services,
+        runtimes: client
+            .clone()
+            .map(|c| ApiRuntimes::new(c, args.runtime_cache_ttl, args.api_timeout)),
+        metrics: metrics.clone(),
+        shutting_down: AtomicBool::new(false),
+    });
+    if let Some(source) = source {
+        let interval = args.defaults_refresh_interval;
+        tokio::spawn(source.watch(client, defaults.clone(), interval, metrics.clone()));
+    }
+    tokio::spawn(certs.watch(tls.clone(), loaded, args.tls_reload_interval, metrics));
+
+    let listeners = Listeners::bind(args.addr, args.probe_addr)
+        .with_context(|| format!("binding {} and {}", args.addr, args.probe_addr))?;
+    tracing::info!(addr = %args.addr, probes = %args.probe_addr, defaults_read = defaults.load().is_some(), "alfred-webhook serving");
+    let shutdown = Shutdown {
+        drain_delay: args.shutdown_delay,
+        grace: args.shutdown_grace,
+    };
+    serve(
+        state,
+        tls,
+        listeners,
+        args.max_body_bytes,
+        shutdown,
+        terminated(),
+    )
+    .await
+    .context("serving")?;
+    tracing::info!("alfred-webhook stopped");
+    Ok(())
+}
+
+/// SIGTERM (kubelet) or Ctrl-C.
+async fn terminated() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,198 @@
+//! What the webhook reads from the cluster: the runtime a defaulting needs (cached for a short
+//! while: OME creates an InferenceService's replicas in bursts) and OME's operator defaults.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use alfred::api::isvc::RuntimeKind;
+use alfred::api::{ClusterServingRuntime, InferenceService, ServingRuntime};
+use alfred::strategy::OperatorDefaults;
+use arc_swap::ArcSwapOption;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, Client};
+
+use crate::metrics::{Event, Metrics};
+use crate::review::{Found, Lookup};
+
+/// Entries beyond this are dropped (expired first) so a burst of names cannot grow memory.
+const CACHE_LIMIT: usize = 4096;
+
+pub struct ApiRuntimes {
+    client: Client,
+    ttl: Duration,
+    timeout: Duration,
+    cache: Mutex<HashMap<Lookup, (Instant, Found)>>,
+}
+
+impl ApiRuntimes {
+    pub fn new(client: Client, ttl: Duration, timeout: Duration) -> Self {
+        ApiRuntimes {
+            client,
+            ttl,
+            timeout,
+            cache: Mutex::default(),
+        }
+    }
+
+    /// The runtime for `lookup`: from the cache while fresh, else from the API within the
+    /// timeout. Failures are not cached, so the next review tries again.
+    pub async fn find(&self, lookup: &Lookup, metrics: &Metrics) -> Found {
+        let now = Instant::now();
+        if let Some((at, found)) = self.cache.lock().ok().and_then(|c| c.get(lookup).cloned())
+            && now.duration_since(at) < self.ttl
+        {
+            metrics.event(Event::RuntimeCacheHit);
+            return found;
+        }
+        metrics.event(Event::RuntimeLookup);
+        let found = match tokio::time::timeout(self.timeout, self.read(lookup)).await {
+            Ok(found) => found,
+            Err(_) => Err(format!(
+                "the API server did not answer within {:?}",
+                self.timeout
+            )),
+        };
+        match &found {
+            Err(_) => metrics.event(Event::RuntimeLookupFailed),
+            Ok(_) => {
+                if let Ok(mut cache) = self.cache.lock() {
+                    if cache.len() >= CACHE_LIMIT {
+                        cache.retain(|_, (at, _)| now.duration_since(*at) < self.ttl);
+                    }
+                    if cache.len() >= CACHE_LIMIT {
+                        cache.clear();
+                    }
+                    cache.insert(lookup.clone(), (now, found.clone()));
+                }
+            }
+        }
+        found
+    }
+
+    async fn read(&self, lookup: &Lookup) -> Found {
+        let (namespace, runtime) = match lookup {
+            Lookup::Runtime { namespace, runtime } => (namespace, runtime.clone()),
+            Lookup::Replica { namespace, isvc } => {
+                let api: Api<InferenceService> = Api::namespaced(self.client.clone(), namespace);
+                let found = api
+                    .get_opt(isvc)
+                    .await
+                    .map_err(|e| format!("cannot read InferenceService {namespace}/{isvc}: {e}"))?;
+                let Some(service) = found else {
+                    return Err(format!(
+                        "its InferenceService {namespace}/{isvc} does not exist"
+                    ));
+                };
+                match service.spec.runtime {
+                    Some(r) => (namespace, r),
+                    None => return Ok(None),
+                }
+            }
+        };
+        for kind in runtime.lookup_order() {
+            let name = &runtime.name;
+            let fields = match kind {
+                RuntimeKind::ServingRuntime => {
+                    Api::<ServingRuntime>::namespaced(self.client.clone(), namespace)
+                        .get_opt(name)
+                        .await
+                        .map(|r| r.map(|r| r.spec.fields))
+                }
+                RuntimeKind::ClusterServingRuntime => {
+                    Api::<ClusterServingRuntime>::all(self.client.clone())
+                        .get_opt(name)
+                        .await
+                        .map(|r| r.map(|r| r.spec.fields))
+                }
+            }
+            .map_err(|e| format!("cannot read {kind:?} {name}: {e}"))?;
+            if fields.is_some() {
+                return Ok(fields);
+            }
+        }
+        Err(format!(
+            "the runtime {:?} it names does not exist in {namespace} or cluster-wide",
+            runtime.name
+        ))
+    }
+}
+
+/// Where OME's operator defaults come from.
+#[derive(Clone, Debug)]
+pub enum DefaultsSource {
+    /// A ConfigMap manifest on disk (mounted, or for running without a cluster).
+    File(PathBuf),
+    /// OME's ConfigMap in the cluster; absent means OME runs without defaults.
+    ConfigMap { namespace: String, name: String },
+}
+
+/// The defaults in force; None until a first good read.
+pub type SharedDefaults = Arc<ArcSwapOption<OperatorDefaults>>;
+
+impl DefaultsSource {
+    /// Reads the defaults once.
+    pub async fn read(&self, client: Option<&Client>) -> Result<OperatorDefaults, String> {
+        match self {
+            DefaultsSource::File(path) => {
+                let text = tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let config_map: ConfigMap = serde_yaml_ng::from_str(&text)
+                    .map_err(|e| format!("{} is not a ConfigMap manifest: {e}", path.display()))?;
+                OperatorDefaults::from_config_map(&config_map)
+                    .map_err(|e| format!("{}: {e}", path.display()))
+            }
+            DefaultsSource::ConfigMap { namespace, name } => {
+                let client = client.ok_or("no API client to read the ConfigMap with")?;
+                let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+                match api.get_opt(name).await {
+                    Ok(Some(cm)) => OperatorDefaults::from_config_map(&cm)
+                        .map_err(|e| format!("ConfigMap {namespace}/{name}: {e}")),
+                    Ok(None) => Ok(OperatorDefaults::default()),
+                    Err(e) => Err(format!("cannot read ConfigMap {namespace}/{name}: {e}")),
+                }
+            }
+        }
+    }
+
+    /// Re-reads every `interval` after the first; a failed read keeps the last good defaults.
+    pub async fn watch(
+        self,
+        client: Option<Client>,
+        shared: SharedDefaults,
+        interval: Duration,
+        metrics: Arc<Metrics>,
+    ) {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await; // the first read happened at startup
+        loop {
+            tick.tick().await;
+            self.refresh(client.as_ref(), &shared, &metrics).await;
+        }
+    }
+
+    /// One read into `shared`, logged when the value changes or the read fails.
+    pub async fn refresh(
+        &self,
+        client: Option<&Client>,
+        shared: &SharedDefaults,
+        metrics: &Metrics,
+    ) {
+        match self.read(client).await {
+            Ok(defaults) => {
+                metrics.event(Event::DefaultsRead);
+                if shared.load().as_deref() != Some(&defaults) {
+                    tracing::info!(source = ?self, defaults = ?defaults, "operator defaults in force");
+                    shared.store(Some(Arc::new(defaults)));
+                }
+            }
+            Err(e) => {
+                metrics.event(Event::DefaultsReadFailed);
+                tracing::warn!(error = %e, "operator defaults not read; the last good ones stay");
+            }
+        }
+    }
+}
