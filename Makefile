@@ -1,8 +1,11 @@
 # kubectl-alfred: build, test, lint and the demo. `make help` lists the targets.
 CARGO ?= cargo
 DEMO ?= manifests/examples/demo-cluster.yaml
+CERTS ?= certs
+# Names the serving certificate answers to: the in-cluster Service and this machine.
+CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test lint fmt demo crds crds-check bench install
+.PHONY: help build test lint fmt demo crds crds-check bench install certs webhook-local loadtest
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -30,6 +33,32 @@ bench: ## Benchmarks: snapshot load (10k nodes, 80k pods), drain solver (2k and 
 	$(CARGO) run -q --release -p alfred-shared --example load_bench
 	$(CARGO) run -q --release -p alfred-shared --example solver_bench -- 2000 0 1
 	$(CARGO) run -q --release -p alfred-shared --example solver_bench -- 10000 100 1
+	$(CARGO) bench -q -p alfred-webhook --bench review
 
 install: ## Put kubectl-alfred on PATH (so `kubectl alfred` works)
 	$(CARGO) install --locked --path kubectl-alfred
+
+certs: ## A local CA and serving certificate for the webhook in $(CERTS)/ (ca.crt, tls.crt, tls.key)
+	@mkdir -p $(CERTS)
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 \
+	  -subj "/CN=alfred-webhook local CA" -keyout $(CERTS)/ca.key -out $(CERTS)/ca.crt 2>/dev/null
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	  -subj "/CN=alfred-webhook.alfred-system.svc" -keyout $(CERTS)/tls.key -out $(CERTS)/tls.csr 2>/dev/null
+	printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n' "$(CERT_SANS)" > $(CERTS)/tls.ext
+	openssl x509 -req -in $(CERTS)/tls.csr -CA $(CERTS)/ca.crt -CAkey $(CERTS)/ca.key -CAcreateserial \
+	  -days 90 -extfile $(CERTS)/tls.ext -out $(CERTS)/tls.crt 2>/dev/null
+	@rm -f $(CERTS)/tls.csr $(CERTS)/tls.ext $(CERTS)/ca.srl
+	@echo "wrote $(CERTS)/ca.crt, $(CERTS)/tls.crt, $(CERTS)/tls.key; caBundle: base64 -w0 $(CERTS)/ca.crt"
+
+webhook-local: certs ## Run the webhook on this machine without a cluster (https://127.0.0.1:8443)
+	$(CARGO) run -q --release -p alfred-webhook -- --standalone --addr 127.0.0.1:8443 \
+	  --probe-addr 127.0.0.1:8080 --tls-cert $(CERTS)/tls.crt --tls-key $(CERTS)/tls.key --log-format text
+
+loadtest: certs ## The webhook under load over TLS: as fast as it goes, then 5,000 reviews/s
+	$(CARGO) build -q --release -p alfred-webhook --bin alfred-webhook --example loadgen
+	@./target/release/alfred-webhook --standalone --addr 127.0.0.1:18443 --probe-addr 127.0.0.1:18080 \
+	  --tls-cert $(CERTS)/tls.crt --tls-key $(CERTS)/tls.key --shutdown-delay 0s \
+	  --operator-defaults manifests/webhook/inferenceservice-config.example.yaml >/dev/null 2>&1 & \
+	pid=$$!; trap "kill $$pid" EXIT; sleep 1; \
+	./target/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16 --seconds 10 --pid $$pid && \
+	./target/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16 --seconds 10 --rate 5000 --pid $$pid

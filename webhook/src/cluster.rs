@@ -196,3 +196,47 @@ impl DefaultsSource {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn defaults_are_read_from_a_config_map_file_and_kept_when_a_read_fails() {
+        let path = PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/webhook/inferenceservice-config.example.yaml"
+        ));
+        let source = DefaultsSource::File(path);
+        let shared = SharedDefaults::default();
+        let metrics = Metrics::default();
+        source.refresh(None, &shared, &metrics).await;
+        assert_eq!(shared.load().as_deref(), Some(&OperatorDefaults::chart()));
+
+        let dir = tempfile::tempdir().unwrap();
+        let broken = dir.path().join("cm.yaml");
+        std::fs::write(
+            &broken,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  deploy: '{\"updateStrategy\": {\"engine\": {\"maxSurge\": \"x%\"}}}'\n",
+        )
+        .unwrap();
+        let error = DefaultsSource::File(broken.clone())
+            .read(None)
+            .await
+            .unwrap_err();
+        assert!(error.starts_with(&broken.display().to_string()), "{error}");
+        DefaultsSource::File(broken)
+            .refresh(None, &shared, &metrics)
+            .await;
+        assert_eq!(
+            shared.load().as_deref(),
+            Some(&OperatorDefaults::chart()),
+            "the last good defaults stay"
+        );
+        assert!(
+            metrics
+                .render()
+                .contains("alfred_webhook_operator_defaults_read_failures_total 1\n")
+        );
+    }
+}

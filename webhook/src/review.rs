@@ -14,11 +14,10 @@ use alfred::api::runtime::RuntimeFields;
 use alfred::api::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use alfred::strategy::OperatorDefaults;
 use base64::Engine as _;
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
-use serde::Deserialize as _;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Which webhook configuration called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,9 +57,108 @@ pub enum Lookup {
 /// What the lookup found: Ok(None) when there is no runtime, Err when it could not be read.
 pub type Found = Result<Option<RuntimeFields>, String>;
 
-/// A review read from the wire.
+/// A review read from the wire. The objects stay raw JSON until a rule reads them as its type,
+/// so a review is parsed once, straight into the types the rules use.
 pub struct Parsed {
-    request: AdmissionRequest<DynamicObject>,
+    request: Request,
+}
+
+// The wire format (admission.k8s.io/v1), read and written here rather than through kube-core's
+// generic types: they parse every object twice and write `patch` as a number array (#1781).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    request: Option<Request>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Request {
+    uid: String,
+    kind: Gvk,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: Operation,
+    #[serde(default)]
+    object: Option<Box<RawValue>>,
+    #[serde(default)]
+    old_object: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct Gvk {
+    #[serde(default)]
+    group: String,
+    kind: String,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "UPPERCASE")]
+enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewOut<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: Response<'a>,
+}
+
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Response<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    /// JSON Patch, base64 (the API server reads a Go []byte).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Status {
+    status: &'static str,
+    message: String,
+    reason: &'static str,
+    code: u16,
+}
+
+impl<'a> Response<'a> {
+    fn allow(uid: &'a str) -> Self {
+        Response {
+            uid,
+            allowed: true,
+            ..Default::default()
+        }
+    }
+
+    fn deny(mut self, message: String) -> Self {
+        self.allowed = false;
+        self.patch_type = None;
+        self.patch = None;
+        self.status = Some(Status {
+            status: "Failure",
+            message,
+            reason: "Forbidden",
+            code: 403,
+        });
+        self
+    }
 }
 
 /// How a review ended, for metrics and logs.
@@ -91,17 +189,17 @@ pub struct Answer {
 
 /// Reads a review body; Err is a body that is not an AdmissionReview v1 (HTTP 400).
 pub fn parse(body: &[u8]) -> Result<Parsed, String> {
-    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)
+    let review: Envelope = serde_json::from_slice(body)
         .map_err(|e| format!("the body is not an AdmissionReview: {e}"))?;
-    if review.types.api_version != "admission.k8s.io/v1" {
+    if review.api_version != "admission.k8s.io/v1" || review.kind != "AdmissionReview" {
         return Err(format!(
-            "unsupported AdmissionReview apiVersion {:?}; register the webhook with admissionReviewVersions: [v1]",
-            review.types.api_version
+            "unsupported {:?} of apiVersion {:?}; register the webhook with admissionReviewVersions: [v1]",
+            review.kind, review.api_version
         ));
     }
     let request = review
-        .try_into()
-        .map_err(|e| format!("the AdmissionReview carries no request: {e}"))?;
+        .request
+        .ok_or("the AdmissionReview carries no request")?;
     Ok(Parsed { request })
 }
 
@@ -130,7 +228,6 @@ impl Parsed {
     /// The runtime the answer needs, if any.
     pub fn lookup(&self, hook: Hook, ctx: &Context<'_>) -> Option<Lookup> {
         let request = &self.request;
-        let object = request.object.as_ref()?;
         if hook != Hook::Mutate
             || ctx.defaults.is_none()
             || request.kind.group != "ome.io"
@@ -138,17 +235,18 @@ impl Parsed {
         {
             return None;
         }
+        let object: Value = serde_json::from_str(request.object.as_ref()?.get()).ok()?;
         let namespace = self.namespace_or_default().to_string();
         match request.kind.kind.as_str() {
             "InferenceReplica" => {
-                let isvc = object.data.pointer("/spec/parentRef/name")?.as_str()?;
+                let isvc = object.pointer("/spec/parentRef/name")?.as_str()?;
                 Some(Lookup::Replica {
                     namespace,
                     isvc: isvc.to_string(),
                 })
             }
             "InferenceService" if ctx.default_inference_services => {
-                let runtime = object.data.pointer("/spec/runtime")?;
+                let runtime = object.pointer("/spec/runtime")?;
                 let runtime = RuntimeRef::deserialize(runtime).ok()?;
                 Some(Lookup::Runtime { namespace, runtime })
             }
@@ -170,13 +268,19 @@ pub fn answer(parsed: &Parsed, hook: Hook, ctx: &Context<'_>, found: Found) -> A
         (true, Some(_)) => Outcome::Patched,
         (true, None) => Outcome::Allowed,
     };
-    let message = if response.allowed {
-        response.warnings.as_ref().map(|w| w.join("; "))
-    } else {
-        Some(response.result.message.clone())
+    let message = match &response.status {
+        Some(status) => Some(status.message.clone()),
+        None if response.warnings.is_empty() => None,
+        None => Some(response.warnings.join("; ")),
+    };
+    let review = ReviewOut {
+        api_version: "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        response,
     };
     Answer {
-        body: write(response),
+        // Plain strings, bools and numbers: writing them cannot fail.
+        body: serde_json::to_vec(&review).unwrap_or_default(),
         outcome,
         message,
     }
@@ -194,21 +298,10 @@ pub fn review(
     Ok(answer(&parsed, hook, ctx, found))
 }
 
-fn write(response: AdmissionResponse) -> Vec<u8> {
-    let mut answer = serde_json::to_value(response.into_review()).unwrap_or_default();
-    // kube-core writes `patch` as an array of numbers; the API server reads a Go []byte, which
-    // JSON carries as a base64 string (kube-rs/kube#1781).
-    if let Some(patch) = answer.pointer_mut("/response/patch") {
-        let bytes: Vec<u8> = serde_json::from_value(patch.take()).unwrap_or_default();
-        *patch = Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
-    }
-    serde_json::to_vec(&answer).unwrap_or_default()
-}
-
-fn respond(parsed: &Parsed, hook: Hook, ctx: &Context<'_>, found: Found) -> AdmissionResponse {
+fn respond<'p>(parsed: &'p Parsed, hook: Hook, ctx: &Context<'_>, found: Found) -> Response<'p> {
     let request = &parsed.request;
-    let response = AdmissionResponse::from(request);
-    let Some(object) = request.object.as_ref() else {
+    let response = Response::allow(&request.uid);
+    let Some(object) = request.object.as_deref() else {
         return response; // DELETE and CONNECT carry no object: nothing to check
     };
     if matches!(request.operation, Operation::Delete | Operation::Connect) {
@@ -218,75 +311,78 @@ fn respond(parsed: &Parsed, hook: Hook, ctx: &Context<'_>, found: Found) -> Admi
     if group != "ome.io" {
         return response.deny(unsupported(group, kind));
     }
-    let raw = match serde_json::to_value(object) {
-        Ok(v) => v,
-        Err(e) => return response.deny(format!("cannot read the {kind}: {e}")),
-    };
-    let result = match (hook, kind) {
-        (Hook::Validate, "InferenceService") => typed::<InferenceService>(&raw, kind).map(|new| {
-            let old = request
-                .old_object
-                .as_ref()
-                .and_then(|o| serde_json::to_value(o).ok())
-                .and_then(|o| serde_json::from_value::<InferenceService>(o).ok());
-            (review_inference_service(&new, old.as_ref()), Vec::new())
-        }),
-        (Hook::Validate, "ServingRuntime") => typed::<ServingRuntime>(&raw, kind)
-            .map(|r| (review_runtime(&r.spec.fields), Vec::new())),
-        (Hook::Validate, "ClusterServingRuntime") => typed::<ClusterServingRuntime>(&raw, kind)
-            .map(|r| (review_runtime(&r.spec.fields), Vec::new())),
+    let verdict = match (hook, kind) {
+        (Hook::Validate, "InferenceService") => {
+            typed::<InferenceService>(object, kind).map(|new| {
+                // An old object that does not read is judged as a create: every key is checked.
+                let old = request
+                    .old_object
+                    .as_deref()
+                    .and_then(|o| serde_json::from_str::<InferenceService>(o.get()).ok());
+                review_inference_service(&new, old.as_ref())
+            })
+        }
+        (Hook::Validate, "ServingRuntime") => {
+            typed::<ServingRuntime>(object, kind).map(|r| review_runtime(&r.spec.fields))
+        }
+        (Hook::Validate, "ClusterServingRuntime") => {
+            typed::<ClusterServingRuntime>(object, kind).map(|r| review_runtime(&r.spec.fields))
+        }
         (Hook::Validate, "InferenceReplica") => {
-            typed::<InferenceReplica>(&raw, kind).map(|r| (review_replica(&r), Vec::new()))
+            typed::<InferenceReplica>(object, kind).map(|r| review_replica(&r))
         }
         (Hook::Mutate, "InferenceReplica" | "InferenceService") => {
-            return defaults(response, &raw, kind, ctx, found);
+            return defaults(response, object, kind, ctx, found);
         }
-        (Hook::Mutate, "ServingRuntime" | "ClusterServingRuntime") => {
-            Ok((Default::default(), Vec::new()))
-        }
+        (Hook::Mutate, "ServingRuntime" | "ClusterServingRuntime") => return response,
         _ => return response.deny(unsupported(group, kind)),
     };
-    let (verdict, ops) = match result {
-        Ok(r) => r,
-        Err(message) => return response.deny(message),
-    };
-    let mut response = match verdict.denied {
-        Some(message) => response.deny(message),
-        None => with_patch(response, ops),
-    };
-    if !verdict.warnings.is_empty() {
-        response.warnings = Some(verdict.warnings);
+    match verdict {
+        Err(message) => response.deny(message),
+        Ok(verdict) => {
+            let mut response = match verdict.denied {
+                Some(message) => response.deny(message),
+                None => response,
+            };
+            response.warnings = verdict.warnings;
+            response
+        }
     }
-    response
 }
 
 /// The defaulting patch. Defaults are a display of what OME resolves anyway, so when the
 /// runtime or the operator defaults cannot be read the object is admitted unpatched with a
 /// warning: writing a guess would outlive the outage.
-fn defaults(
-    response: AdmissionResponse,
-    raw: &Value,
+fn defaults<'p>(
+    response: Response<'p>,
+    object: &RawValue,
     kind: &str,
     ctx: &Context<'_>,
     found: Found,
-) -> AdmissionResponse {
+) -> Response<'p> {
     enum Target {
         Replica(Box<InferenceReplica>),
         Service(Box<InferenceService>),
     }
+    if kind == "InferenceService" && !ctx.default_inference_services {
+        return response;
+    }
+    let raw: Value = match serde_json::from_str(object.get()) {
+        Ok(v) => v,
+        Err(e) => return response.deny(format!("cannot read the {kind}: {e}")),
+    };
     let target = match kind {
-        "InferenceReplica" => typed(raw, kind).map(Target::Replica),
-        _ if !ctx.default_inference_services => return response,
-        _ => typed(raw, kind).map(Target::Service),
+        "InferenceReplica" => typed_value(&raw, kind).map(Target::Replica),
+        _ => typed_value(&raw, kind).map(Target::Service),
     };
     let target = match target {
         Ok(t) => t,
         Err(message) => return response.deny(message),
     };
-    let skipped = |mut response: AdmissionResponse, why: String| {
-        response.warnings = Some(vec![format!(
+    let skipped = |mut response: Response<'p>, why: String| {
+        response.warnings = vec![format!(
             "alfred-webhook wrote no update-strategy defaults: {why}"
-        )]);
+        )];
         response
     };
     let Some(operator) = ctx.defaults else {
@@ -305,28 +401,35 @@ fn defaults(
                 .as_ref()
                 .and_then(|f| f.component(r.spec.component))
                 .and_then(|c| c.lifecycle.as_ref());
-            replica_defaults(raw, &r, lifecycle, operator)
+            replica_defaults(&raw, &r, lifecycle, operator)
         }
-        Target::Service(i) => inference_service_defaults(raw, &i, runtime.as_ref(), operator),
+        Target::Service(i) => inference_service_defaults(&raw, &i, runtime.as_ref(), operator),
     };
     with_patch(response, ops)
 }
 
-fn with_patch(
-    response: AdmissionResponse,
-    ops: Vec<json_patch::PatchOperation>,
-) -> AdmissionResponse {
+fn with_patch(mut response: Response<'_>, ops: Vec<json_patch::PatchOperation>) -> Response<'_> {
     if ops.is_empty() {
         return response;
     }
-    match response.clone().with_patch(json_patch::Patch(ops)) {
-        Ok(r) => r,
+    match serde_json::to_vec(&json_patch::Patch(ops)) {
+        Ok(bytes) => {
+            response.patch_type = Some("JSONPatch");
+            response.patch = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+            response
+        }
         Err(e) => response.deny(format!("cannot write the defaults patch: {e}")),
     }
 }
 
-fn typed<T: DeserializeOwned>(raw: &Value, kind: &str) -> Result<T, String> {
-    T::deserialize(raw).map_err(|e| format!("cannot read the {kind}: {e}"))
+fn typed<T: DeserializeOwned>(raw: &RawValue, kind: &str) -> Result<T, String> {
+    serde_json::from_str(raw.get()).map_err(|e| format!("cannot read the {kind}: {e}"))
+}
+
+fn typed_value<T: DeserializeOwned>(raw: &Value, kind: &str) -> Result<Box<T>, String> {
+    T::deserialize(raw)
+        .map(Box::new)
+        .map_err(|e| format!("cannot read the {kind}: {e}"))
 }
 
 fn unsupported(group: &str, kind: &str) -> String {

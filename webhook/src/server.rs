@@ -80,7 +80,9 @@ async fn handle(state: &AppState, hook: Hook, body: &[u8]) -> Response {
     state
         .metrics
         .review(hook, parsed.kind(), answer.outcome, took);
-    if answer.outcome != Outcome::Allowed || answer.message.is_some() {
+    // Refusals and written defaults are worth a line each; plain allows (with or without
+    // warnings, which the user sees anyway) only at debug.
+    if answer.outcome != Outcome::Allowed {
         tracing::info!(
             uid = parsed.uid(),
             hook = hook.as_str(),
@@ -100,6 +102,7 @@ async fn handle(state: &AppState, hook: Hook, body: &[u8]) -> Response {
             kind = parsed.kind(),
             namespace = parsed.namespace(),
             name = parsed.name(),
+            message = answer.message.as_deref().unwrap_or(""),
             micros = took.as_micros() as u64,
             "review allowed"
         );
@@ -170,8 +173,11 @@ pub async fn serve(
     let handle: Handle<SocketAddr> = Handle::new();
     let probe_handle: Handle<SocketAddr> = Handle::new();
     let app = admission(state.clone(), max_body);
-    let mut acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls);
-    acceptor = acceptor.handshake_timeout(Duration::from_secs(10));
+    // TCP_NODELAY: a review answer is one small write; Nagle would hold it for the client's
+    // delayed ACK (40 ms).
+    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls)
+        .handshake_timeout(Duration::from_secs(10))
+        .acceptor(axum_server::accept::NoDelayAcceptor::new());
     let server = axum_server::from_tcp(listeners.admission)?
         .acceptor(acceptor)
         .handle(handle.clone())

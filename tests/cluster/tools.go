@@ -1,0 +1,6 @@
+//go:build tools
+
+// Keeps kube-apiserver in this module's dependency graph.
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
