@@ -2,10 +2,11 @@
 CARGO ?= cargo
 DEMO ?= manifests/examples/demo-cluster.yaml
 CERTS ?= certs
+CLUSTER_DIR ?= tests/.run/local
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test lint fmt demo crds crds-check bench install certs webhook-local loadtest
+.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench install certs webhook-local loadtest fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -13,8 +14,21 @@ help: ## List the targets
 build: ## Build every crate
 	$(CARGO) build --workspace --all-targets
 
-test: ## Run every test (unit, golden, CRD freshness)
+test: unit e2e ## Every test: unit, golden, CRD freshness, then end to end
+
+unit: ## The tests that need no cluster
 	$(CARGO) test --workspace
+
+e2e: ## End to end: a local kube-apiserver and etcd (built once from Go modules), real kubectl
+	tests/cluster/build.sh >/dev/null
+	$(CARGO) build -p alfred-webhook -p kubectl-alfred
+	$(CARGO) test -p alfred-e2e -- --ignored --test-threads=1
+
+cluster-up: ## Start a local control plane in $(CLUSTER_DIR) (prints its kubeconfig)
+	tests/cluster/up.sh $(CLUSTER_DIR)
+
+cluster-down: ## Stop it (logs stay in $(CLUSTER_DIR)/logs)
+	tests/cluster/down.sh $(CLUSTER_DIR)
 
 lint: ## Formatting and clippy, warnings as errors
 	$(CARGO) fmt --all -- --check
@@ -62,3 +76,7 @@ loadtest: certs ## The webhook under load over TLS: as fast as it goes, then 5,0
 	pid=$$!; trap "kill $$pid" EXIT; sleep 1; \
 	./target/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16 --seconds 10 --pid $$pid && \
 	./target/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16 --seconds 10 --rate 5000 --pid $$pid
+
+fuzz: ## Fuzz the webhook's review entry point for FUZZ_SECONDS (nightly and cargo-fuzz)
+	cd webhook && mkdir -p fuzz/corpus/review && cp tests/fixtures/*.json fuzz/corpus/review/ && \
+	  cargo +nightly fuzz run review -- -max_total_time=$${FUZZ_SECONDS:-300}

@@ -1,0 +1,225 @@
+//! The harness for the end-to-end tests: a local control plane (`tests/cluster/up.sh`), the
+//! webhook registered by URL, and `kubectl` with `kubectl-alfred` on PATH, exactly as users
+//! run them. The tests are `#[ignore]`d so `cargo test` stays fast; `make e2e` runs them.
+//! On failure the control plane's and the webhook's logs stay in `tests/.run/<name>/logs`.
+
+use std::io::Write as _;
+
+use base64::Engine as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    /// PATH with the workspace's freshly built binaries first.
+    path: String,
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Where cargo put the binaries `make e2e` built.
+fn binaries() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"));
+    let dir = target.join("debug");
+    for bin in ["alfred-webhook", "kubectl-alfred"] {
+        assert!(
+            dir.join(bin).exists(),
+            "{} is missing: build it first (make e2e does)",
+            dir.join(bin).display()
+        );
+    }
+    dir
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+impl Cluster {
+    /// Starts a fresh control plane for the test `name` and installs the CRDs.
+    pub fn up(name: &str) -> Cluster {
+        let dir = workspace().join("tests/.run").join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("the run directory");
+        let up = Command::new(workspace().join("tests/cluster/up.sh"))
+            .arg(&dir)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("tests/cluster/up.sh runs");
+        let cluster = Cluster {
+            kubeconfig: dir.join("kubeconfig"),
+            path: format!(
+                "{}:{}",
+                binaries().display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+            dir,
+        };
+        assert!(
+            up.status.success(),
+            "the control plane did not start; logs in {}",
+            cluster.dir.join("logs").display()
+        );
+        cluster.ok(&[
+            "apply",
+            "-f",
+            &workspace().join("manifests/crds").display().to_string(),
+        ]);
+        cluster.ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ]);
+        cluster
+    }
+
+    /// `kubectl ARGS` against this cluster, with `stdin` fed in.
+    pub fn kubectl_with(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = Command::new("kubectl")
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("PATH", &self.path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        let mut input = child.stdin.take().expect("stdin");
+        input.write_all(stdin.as_bytes()).expect("stdin written");
+        drop(input);
+        child.wait_with_output().expect("kubectl finishes")
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_with(args, "")
+    }
+
+    /// Runs kubectl and insists it succeeds; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `kubectl apply -f -` of `manifest`.
+    pub fn apply(&self, manifest: &str) -> Output {
+        self.kubectl_with(&["apply", "-f", "-"], manifest)
+    }
+
+    /// Starts `alfred-webhook` against this cluster and registers it by URL with the CA bundle
+    /// (`hooks` is the webhook configurations' YAML with `URL` and `CA_BUNDLE` to fill in).
+    pub fn start_webhook(&self, extra_args: &[&str], hooks: &str) -> u16 {
+        let (port, probes) = (free_port(), free_port());
+        let pki = self.dir.join("pki");
+        let log = std::fs::File::create(self.dir.join("logs/webhook.log")).expect("log file");
+        let child = Command::new(binaries().join("alfred-webhook"))
+            .args([
+                "--addr",
+                &format!("127.0.0.1:{port}"),
+                "--probe-addr",
+                &format!("127.0.0.1:{probes}"),
+                "--tls-cert",
+                &pki.join("webhook.crt").display().to_string(),
+                "--tls-key",
+                &pki.join("webhook.key").display().to_string(),
+                "--shutdown-delay",
+                "0s",
+            ])
+            .args(extra_args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("alfred-webhook starts");
+        std::fs::write(self.dir.join("webhook.pid"), child.id().to_string()).expect("pid file");
+        wait_for(Duration::from_secs(30), "the webhook's /healthz", || {
+            std::net::TcpStream::connect(("127.0.0.1", probes)).is_ok()
+        });
+        let ca = std::fs::read(pki.join("ca.crt")).expect("the CA");
+        let manifest = hooks
+            .replace("URL", &format!("https://127.0.0.1:{port}"))
+            .replace(
+                "CA_BUNDLE",
+                &base64::engine::general_purpose::STANDARD.encode(ca),
+            );
+        let out = self.apply(&manifest);
+        assert!(
+            out.status.success(),
+            "registering the webhook: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        port
+    }
+
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join("logs").join(name)).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(workspace().join("tests/cluster/down.sh"))
+            .arg(&self.dir)
+            .status();
+        if std::thread::panicking() {
+            eprintln!("logs kept in {}", self.dir.join("logs").display());
+        }
+    }
+}
+
+/// Polls `done` until it holds or `limit` passes (then panics naming `what`).
+pub fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The shipped webhook configurations (`manifests/webhook/webhooks.yaml`) registered by URL
+/// instead of through the Service: same rules, selectors, timeouts and failure policies.
+pub fn shipped_hooks() -> String {
+    use serde::Deserialize as _;
+    let text = std::fs::read_to_string(workspace().join("manifests/webhook/webhooks.yaml"))
+        .expect("manifests/webhook/webhooks.yaml");
+    let mut docs = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let mut config = serde_json::Value::deserialize(doc).expect("a webhook configuration");
+        for hook in config["webhooks"].as_array_mut().expect("webhooks") {
+            let path = hook["clientConfig"]["service"]["path"]
+                .as_str()
+                .expect("a service path")
+                .to_string();
+            hook["clientConfig"] =
+                serde_json::json!({"url": format!("URL{path}"), "caBundle": "CA_BUNDLE"});
+        }
+        docs.push(config.to_string());
+    }
+    // A stream of JSON documents (kubectl reads them one after another).
+    docs.join("\n")
+}
