@@ -16,6 +16,8 @@ pub struct Cluster {
     pub kubeconfig: PathBuf,
     /// PATH with the workspace's freshly built binaries first.
     path: String,
+    /// Processes the tests started (the webhook), stopped on drop.
+    children: Vec<std::process::Child>,
 }
 
 fn workspace() -> PathBuf {
@@ -64,6 +66,7 @@ impl Cluster {
                 std::env::var("PATH").unwrap_or_default()
             ),
             dir,
+            children: Vec::new(),
         };
         assert!(
             up.status.success(),
@@ -125,7 +128,7 @@ impl Cluster {
 
     /// Starts `alfred-webhook` against this cluster and registers it by URL with the CA bundle
     /// (`hooks` is the webhook configurations' YAML with `URL` and `CA_BUNDLE` to fill in).
-    pub fn start_webhook(&self, extra_args: &[&str], hooks: &str) -> u16 {
+    pub fn start_webhook(&mut self, extra_args: &[&str], hooks: &str) -> u16 {
         let (port, probes) = (free_port(), free_port());
         let pki = self.dir.join("pki");
         let log = std::fs::File::create(self.dir.join("logs/webhook.log")).expect("log file");
@@ -148,7 +151,7 @@ impl Cluster {
             .stderr(log)
             .spawn()
             .expect("alfred-webhook starts");
-        std::fs::write(self.dir.join("webhook.pid"), child.id().to_string()).expect("pid file");
+        self.children.push(child);
         wait_for(Duration::from_secs(30), "the webhook's /healthz", || {
             std::net::TcpStream::connect(("127.0.0.1", probes)).is_ok()
         });
@@ -175,6 +178,10 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = Command::new("kill").arg(child.id().to_string()).status();
+            let _ = child.wait();
+        }
         let _ = Command::new(workspace().join("tests/cluster/down.sh"))
             .arg(&self.dir)
             .status();

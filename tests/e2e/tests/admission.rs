@@ -30,7 +30,7 @@ fn replica(name: &str, parent: &str) -> String {
 #[test]
 #[ignore = "needs the local control plane: make e2e"]
 fn admission_through_the_api_server() {
-    let cluster = Cluster::up("admission");
+    let mut cluster = Cluster::up("admission");
     cluster.ok(&["create", "namespace", "prod"]);
     cluster.ok(&["create", "namespace", "ome"]);
     cluster.start_webhook(&["--defaults-refresh-interval", "1s"], &shipped_hooks());
