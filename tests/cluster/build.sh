@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver and etcd from this Go module once per version and prints the
-# directory that holds them. The cache lives in tests/.cache (or $ALFRED_E2E_CACHE).
+# directory that holds them; kubectl too when the machine has none. The cache lives in
+# tests/.cache (or $ALFRED_E2E_CACHE).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 k8s="$(awk '$1 == "k8s.io/kubernetes" {print $2}' "$here/go.mod")"
@@ -14,5 +15,9 @@ if [[ ! -x "$out/kube-apiserver" || ! -x "$out/etcd" ]]; then
   (cd "$here" && go build -trimpath -ldflags "-s -w" -o "$out.tmp/" k8s.io/kubernetes/cmd/kube-apiserver ./etcd) >&2
   rm -rf "$out" && mv "$out.tmp" "$out"
   echo "built in $((SECONDS - start)) s" >&2
+fi
+if ! command -v kubectl >/dev/null && [[ ! -x "$out/kubectl" ]]; then
+  echo "no kubectl on PATH: building kubectl $k8s into $out" >&2
+  (cd "$here" && go build -trimpath -ldflags "-s -w" -o "$out/" k8s.io/kubernetes/cmd/kubectl) >&2
 fi
 echo "$out"

@@ -1,6 +1,9 @@
 //go:build tools
 
-// Keeps kube-apiserver in this module's dependency graph.
+// Keeps kube-apiserver and kubectl in this module's dependency graph.
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)

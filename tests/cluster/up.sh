@@ -14,6 +14,8 @@ dir="${1:?usage: up.sh DIR}"
 mkdir -p "$dir/pki" "$dir/logs"
 dir="$(cd "$dir" && pwd)"
 bin="$("$here/build.sh")"
+ln -sfn "$bin" "$dir/bin" # the harness puts it on PATH (kubectl, when the machine has none)
+export PATH="$PATH:$bin"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 etcd_port="$(free_port)"

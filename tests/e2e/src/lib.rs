@@ -61,9 +61,10 @@ impl Cluster {
         let cluster = Cluster {
             kubeconfig: dir.join("kubeconfig"),
             path: format!(
-                "{}:{}",
+                "{}:{}:{}",
                 binaries().display(),
-                std::env::var("PATH").unwrap_or_default()
+                std::env::var("PATH").unwrap_or_default(),
+                dir.join("bin").display()
             ),
             dir,
             children: Vec::new(),
