@@ -138,6 +138,7 @@ objects.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
 objects.append({"apiVersion": "v1", "kind": "PersistentVolume",
                 "metadata": {"name": "pv-support-models"},
                 "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "500Gi"},
+                         "local": {"path": "/raid/support-models"},
                          "claimRef": {"namespace": "support", "name": "support-models"},
                          "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                              {"key": "kubernetes.io/hostname", "operator": "In", "values": ["a100-02"]}]}]}}},

@@ -108,6 +108,12 @@ fn location(
     out
 }
 
+/// The type a typed List (`NodeList`, as the API server sends it) gives its items.
+struct ItemType {
+    api_version: String,
+    kind: String,
+}
+
 #[derive(Deserialize)]
 struct Header {
     #[serde(default, rename = "apiVersion")]
@@ -204,7 +210,7 @@ impl Snapshot {
                 self.append(list);
                 Ok(())
             }
-            None => self.add_object(document, None, json),
+            None => self.add_object(document, None, json, None),
         }
     }
 
@@ -237,11 +243,13 @@ impl Snapshot {
         }
     }
 
+    /// Adds one object; `implied` is the type its List gives items that carry none.
     fn add_object(
         &mut self,
         document: usize,
         item: Option<usize>,
         json: &str,
+        implied: Option<&ItemType>,
     ) -> Result<(), SnapshotError> {
         let err = |object: Option<String>, path: Option<String>, message: String| SnapshotError {
             document,
@@ -268,14 +276,15 @@ impl Snapshot {
                 format!("not a Kubernetes object: {}", without_position(&e)),
             )
         })?;
-        let Some(kind) = header.kind else {
-            return Err(err(
+        let (kind, api_version) = match (header.kind, implied) {
+            (Some(kind), _) => (kind, header.api_version.unwrap_or_default()),
+            (None, Some(t)) => (t.kind.clone(), t.api_version.clone()),
+            (None, None) => return Err(err(
                 None,
                 Some("kind".into()),
                 "missing `kind`; every object needs apiVersion and kind (as `kubectl get -o yaml` prints them)".into(),
-            ));
+            )),
         };
-        let api_version = header.api_version.unwrap_or_default();
         let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
         let meta = header.metadata;
         let name = meta

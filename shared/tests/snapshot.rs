@@ -24,6 +24,31 @@ fn typed_lists_single_objects_and_concatenated_json() {
     assert_eq!(s.pods[0].metadata.name, "p1");
 }
 
+/// The API server's list responses leave `kind` and `apiVersion` out of the items.
+#[test]
+fn typed_lists_from_the_api_server_type_their_items() {
+    let strip = |json: &str| json.replacen(r#""apiVersion":"v1","kind":"Node","#, "", 1);
+    let items = strip(NODE_JSON);
+    assert!(!items.contains("kind"));
+    let text = format!(
+        r#"{{"kind":"NodeList","apiVersion":"v1","metadata":{{"resourceVersion":"7"}},"items":[{items}]}}"#
+    );
+    let s = Snapshot::parse(&text).unwrap();
+    assert_eq!(s.nodes.len(), 1);
+    assert_eq!(s.nodes[0].metadata.name, "n1");
+    let isvcs = r#"{"kind":"InferenceServiceList","apiVersion":"ome.io/v1beta1","items":[
+        {"metadata":{"name":"chat","namespace":"prod"},"spec":{"engine":{"minReplicas":1}}}]}"#;
+    assert_eq!(Snapshot::parse(isvcs).unwrap().inference_services.len(), 1);
+    // A plain List gives no type: its items must carry their own.
+    let untyped = format!(r#"{{"kind":"List","apiVersion":"v1","items":[{items}]}}"#);
+    assert!(
+        Snapshot::parse(&untyped)
+            .unwrap_err()
+            .to_string()
+            .contains("missing `kind`")
+    );
+}
+
 #[test]
 fn multi_document_yaml_with_mixed_kinds_and_lists() {
     let text = r#"

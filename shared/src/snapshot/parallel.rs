@@ -2,14 +2,14 @@
 //! batches while it goes on; readers turn each batch into a partial [`Snapshot`], and the parts
 //! are merged back in item order, so the result is the same as reading the items one by one.
 
-use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
 
 use serde::Deserializer as _;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::{Snapshot, SnapshotError, without_position};
+use super::{ItemType, Snapshot, SnapshotError, without_position};
 
 /// Items per batch: small enough to keep every reader busy, large enough to make the hand-over
 /// cheap.
@@ -17,8 +17,8 @@ const BATCH_ITEMS: usize = 512;
 /// Below this size a document is read on the calling thread alone.
 const PARALLEL_MIN_BYTES: usize = 4 << 20;
 
-/// The first item's index and the items.
-type Batch<'a> = (usize, Vec<&'a RawValue>);
+/// The first item's index, the items, and their type when the List implies it.
+type Batch<'a> = (usize, Vec<&'a RawValue>, Option<Arc<ItemType>>);
 type Part = (usize, Result<Snapshot, SnapshotError>);
 
 /// Reads a JSON document that is a `*List` with `items`; `Ok(None)` when it is anything else.
@@ -77,14 +77,13 @@ fn read_batches(document: usize, queue: &Mutex<Receiver<Batch>>) -> Vec<Part> {
     let mut parts = Vec::new();
     loop {
         let next = queue.lock().unwrap_or_else(|p| p.into_inner()).recv();
-        let Ok((start, items)) = next else {
+        let Ok((start, items, implied)) = next else {
             return parts;
         };
         let mut part = Snapshot::default();
-        let read = items
-            .iter()
-            .enumerate()
-            .try_for_each(|(i, raw)| part.add_object(document, Some(start + i), raw.get()));
+        let read = items.iter().enumerate().try_for_each(|(i, raw)| {
+            part.add_object(document, Some(start + i), raw.get(), implied.as_deref())
+        });
         parts.push((start, read.map(|()| part)));
     }
 }
@@ -112,13 +111,26 @@ impl<'de> Visitor<'de> for Envelope<'de> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut kind, mut has_items) = (None, false);
+        let (mut kind, mut api_version, mut has_items) = (None::<String>, None::<String>, false);
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             match key.as_ref() {
-                "kind" => kind = map.next_value::<Option<String>>()?,
+                "kind" => kind = map.next_value()?,
+                "apiVersion" => api_version = map.next_value()?,
                 "items" if !has_items => {
+                    // The API server's `NodeList` leaves `kind` out of its items; it comes
+                    // before them, so the items' type is known by then.
+                    let implied = match (kind.as_deref(), api_version.as_deref()) {
+                        (Some(k), Some(v)) if k != "List" => k.strip_suffix("List").map(|item| {
+                            Arc::new(ItemType {
+                                api_version: v.to_string(),
+                                kind: item.to_string(),
+                            })
+                        }),
+                        _ => None,
+                    };
                     has_items = map.next_value_seed(Items {
                         batches: &self.batches,
+                        implied,
                     })?
                 }
                 _ => {
@@ -133,6 +145,7 @@ impl<'de> Visitor<'de> for Envelope<'de> {
 /// `items`: an array (true) or null (false).
 struct Items<'s, 'a> {
     batches: &'s Sender<Batch<'a>>,
+    implied: Option<Arc<ItemType>>,
 }
 
 impl<'de> DeserializeSeed<'de> for Items<'_, 'de> {
@@ -175,7 +188,7 @@ impl<'a> Items<'_, 'a> {
     fn send<E: serde::de::Error>(&self, start: usize, batch: Vec<&'a RawValue>) -> Result<(), E> {
         // Readers only stop when the queue closes, and the calling thread reads too.
         self.batches
-            .send((start, batch))
+            .send((start, batch, self.implied.clone()))
             .map_err(|_| E::custom("the snapshot readers stopped"))
     }
 }

@@ -231,3 +231,57 @@ pub fn shipped_hooks() -> String {
     // A stream of JSON documents (kubectl reads them one after another).
     docs.join("\n")
 }
+
+impl Cluster {
+    /// Creates the objects of a snapshot file in the cluster, statuses included (written
+    /// through the status subresource, as kubelet and controllers do), namespaces first.
+    pub fn seed(&self, snapshot: &Path) {
+        use serde::Deserialize as _;
+        let text = std::fs::read_to_string(snapshot).expect("the snapshot file");
+        let mut objects = Vec::new();
+        let mut namespaces = std::collections::BTreeSet::new();
+        for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+            let mut object = serde_json::Value::deserialize(doc).expect("a snapshot object");
+            if object["kind"] == "SnapshotInfo" {
+                continue;
+            }
+            if let Some(ns) = object["metadata"]["namespace"].as_str() {
+                namespaces.insert(ns.to_string());
+            }
+            if let Some(meta) = object["metadata"].as_object_mut() {
+                meta.remove("uid");
+                meta.remove("resourceVersion");
+            }
+            objects.push(object);
+        }
+        for ns in namespaces {
+            let _ = self.kubectl(&["create", "namespace", &ns]);
+        }
+        let stream = |objects: &[&serde_json::Value]| {
+            objects
+                .iter()
+                .map(|o| o.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let all: Vec<_> = objects.iter().collect();
+        let out = self.kubectl_with(&["create", "-f", "-"], &stream(&all));
+        assert!(out.status.success(), "seeding: {}", stderr(&out));
+        let with_status: Vec<_> = objects
+            .iter()
+            .filter(|o| o.get("status").is_some() && o["kind"] != "Node")
+            .collect();
+        let out = self.kubectl_with(
+            &["replace", "--subresource=status", "-f", "-"],
+            &stream(&with_status),
+        );
+        assert!(out.status.success(), "seeding statuses: {}", stderr(&out));
+    }
+
+    /// Runs `kubectl alfred ARGS` as users do (kubectl finds the plugin on PATH).
+    pub fn alfred(&self, args: &[&str]) -> Output {
+        let mut all = vec!["alfred"];
+        all.extend_from_slice(args);
+        self.kubectl(&all)
+    }
+}

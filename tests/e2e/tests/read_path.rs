@@ -1,0 +1,54 @@
+//! The read path against a real API server: a cluster seeded from the demo snapshot, read
+//! live by `kubectl alfred`, written as a snapshot, and read back: the same picture each way.
+
+use std::path::Path;
+
+use alfred_e2e::{Cluster, stderr, stdout};
+
+fn demo() -> &'static Path {
+    Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../manifests/examples/demo-cluster.yaml"
+    ))
+}
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn live_reads_equal_snapshot_reads() {
+    let cluster = Cluster::up("read-path");
+    cluster.seed(demo());
+
+    // Everything evaluated at the demo's capture time, so time-based states agree.
+    const NOW: &str = "2026-09-28T10:15:00Z";
+    let live = cluster.alfred(&["pools", "--now", NOW]);
+    assert!(live.status.success(), "{}", stderr(&live));
+    let from_demo = cluster.alfred(&["pools", "--now", NOW, "-f", &demo().display().to_string()]);
+    assert_eq!(
+        stdout(&live),
+        stdout(&from_demo),
+        "the seeded cluster reads as the file it came from"
+    );
+
+    let snapshot = cluster.dir.join("snapshot.yaml");
+    let out = cluster.alfred(&["snapshot"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(&snapshot, &out.stdout).unwrap();
+    let replayed = cluster.alfred(&["pools", "--now", NOW, "-f", &snapshot.display().to_string()]);
+    assert_eq!(stdout(&live), stdout(&replayed));
+
+    for args in [
+        vec!["rollout", "status", "chat/qwen3-8b-canary", "--now", NOW],
+        vec!["rollout", "status", "chat/qwen3-8b-a100", "--now", NOW],
+    ] {
+        let live = cluster.alfred(&args);
+        assert!(live.status.success(), "{}", stderr(&live));
+        let mut from_file = args.clone();
+        let path = snapshot.display().to_string();
+        from_file.extend(["-f", &path]);
+        assert_eq!(
+            stdout(&live),
+            stdout(&cluster.alfred(&from_file)),
+            "{args:?}"
+        );
+    }
+}
