@@ -86,7 +86,7 @@ pub async fn client(args: &GlobalArgs) -> Result<Client> {
         context: args.context.clone(),
         ..Default::default()
     };
-    let config = match (&args.kubeconfig, &args.context) {
+    let mut config = match (&args.kubeconfig, &args.context) {
         (Some(path), _) => {
             let kubeconfig = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {path}"))?;
@@ -100,6 +100,11 @@ pub async fn client(args: &GlobalArgs) -> Result<Client> {
             "no cluster configured: set KUBECONFIG or --kubeconfig, or pass -f FILE to read a snapshot",
         )?,
     };
+    // Named in the API server's audit log and metrics.
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!("kubectl-alfred/", env!("CARGO_PKG_VERSION"))),
+    ));
     Client::try_from(config).context("creating the Kubernetes client")
 }
 

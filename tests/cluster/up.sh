@@ -47,6 +47,15 @@ openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
   >"$dir/logs/etcd.log" 2>&1 &
 echo $! > "$dir/etcd.pid"
 
+# Every request in the audit log (tests count the API calls of a pass).
+cat > "$dir/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+EOF
+
 # ServiceAccount admission is off: without a controller manager no default ServiceAccount
 # would ever exist, and tests create pods directly.
 "$bin/kube-apiserver" \
@@ -61,6 +70,8 @@ echo $! > "$dir/etcd.pid"
   --disable-admission-plugins ServiceAccount \
   --enable-priority-and-fairness=false --profiling=false \
   --endpoint-reconciler-type none \
+  --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log" \
+  --audit-log-format json --audit-log-mode blocking \
   >"$dir/logs/kube-apiserver.log" 2>&1 &
 echo $! > "$dir/kube-apiserver.pid"
 

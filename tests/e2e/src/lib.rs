@@ -285,3 +285,31 @@ impl Cluster {
         self.kubectl(&all)
     }
 }
+
+impl Cluster {
+    /// Lines in the API server's audit log so far (a mark for [`Cluster::calls_since`]).
+    pub fn audit_mark(&self) -> usize {
+        self.log("audit.log").lines().count()
+    }
+
+    /// The API calls made after `mark` by clients whose user agent starts with `agent`, as
+    /// (verb, request URI).
+    pub fn calls_since(&self, mark: usize, agent: &str) -> Vec<(String, String)> {
+        self.log("audit.log")
+            .lines()
+            .skip(mark)
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|e| {
+                e["userAgent"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with(agent))
+            })
+            .map(|e| {
+                (
+                    e["verb"].as_str().unwrap_or_default().to_string(),
+                    e["requestURI"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    }
+}

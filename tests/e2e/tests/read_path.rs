@@ -20,8 +20,14 @@ fn live_reads_equal_snapshot_reads() {
 
     // Everything evaluated at the demo's capture time, so time-based states agree.
     const NOW: &str = "2026-09-28T10:15:00Z";
+    let mark = cluster.audit_mark();
     let live = cluster.alfred(&["pools", "--now", NOW]);
     assert!(live.status.success(), "{}", stderr(&live));
+    // A pass reads the cluster with one list per kind and page: 11 kinds and the 4
+    // ConfigMaps by name, all small enough for one page here; nothing else.
+    let calls = cluster.calls_since(mark, "kubectl-alfred/");
+    assert_eq!(calls.len(), 15, "{calls:#?}");
+    assert!(calls.iter().all(|(verb, _)| verb == "list"), "{calls:#?}");
     let from_demo = cluster.alfred(&["pools", "--now", NOW, "-f", &demo().display().to_string()]);
     assert_eq!(
         stdout(&live),
