@@ -120,26 +120,35 @@ struct ListMetaFields {
     continue_: Option<String>,
 }
 
-/// Reads every kind the product uses. The number of list calls is one per kind per page,
-/// whatever the cluster's size beyond the page count.
+/// Reads every kind the product uses: one list per kind per page, whatever the cluster's size
+/// beyond the page count. The kinds are fetched concurrently and read in a fixed order.
 pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
     let client = client(args).await?;
     let captured_at = Timestamp::now();
+    let mut requests: Vec<(&'static Kind, Option<String>)> =
+        KINDS.iter().map(|k| (k, None)).collect();
+    for name in alfred::snapshot::CONFIG_MAP_NAMES {
+        requests.push((&CONFIG_MAPS, Some(format!("metadata.name={name}"))));
+    }
+    let fetches: Vec<_> = requests
+        .into_iter()
+        .map(|(kind, selector)| {
+            let client = client.clone();
+            tokio::spawn(
+                async move { (kind, list_pages(&client, kind, selector.as_deref()).await) },
+            )
+        })
+        .collect();
     let mut snapshot = Snapshot::default();
     let mut document = 0;
-    for kind in KINDS {
-        list_pages(&client, kind, None, &mut snapshot, &mut document).await?;
-    }
-    for name in alfred::snapshot::CONFIG_MAP_NAMES {
-        let selector = format!("metadata.name={name}");
-        list_pages(
-            &client,
-            &CONFIG_MAPS,
-            Some(&selector),
-            &mut snapshot,
-            &mut document,
-        )
-        .await?;
+    for fetch in fetches {
+        let (kind, pages) = fetch.await.context("a list request stopped")?;
+        for (page, text) in pages?.iter().enumerate() {
+            document += 1;
+            snapshot
+                .add_json_document(document, text)
+                .map_err(|e| anyhow!("reading {} (page {}): {e}", kind.what, page + 1))?;
+        }
     }
     snapshot.info = Some(SnapshotInfo {
         captured_at,
@@ -148,18 +157,17 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
     Ok(snapshot)
 }
 
+/// Every page of one list, as the API server sent them.
 async fn list_pages(
     client: &Client,
     kind: &Kind,
     field_selector: Option<&str>,
-    snapshot: &mut Snapshot,
-    document: &mut usize,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     let mut params = ListParams::default().limit(PAGE_SIZE);
     if let Some(selector) = field_selector {
         params = params.fields(selector);
     }
-    let mut page = 1;
+    let mut pages = Vec::new();
     loop {
         let request = kube::core::Request::new(kind.path)
             .list(&params)
@@ -174,7 +182,7 @@ async fn list_pages(
                     );
                 }
                 eprintln!("note: {} is not installed; reading none", kind.what);
-                return Ok(());
+                return Ok(pages);
             }
             Err(kube::Error::Api(status)) if status.code == 403 => bail!(
                 "not allowed to list {}: {}; grant list on it (see manifests/rbac/)",
@@ -183,22 +191,16 @@ async fn list_pages(
             ),
             Err(e) => return Err(e).with_context(|| format!("listing {}", kind.what)),
         };
-        *document += 1;
-        snapshot
-            .add_json_document(*document, &text)
-            .map_err(|e| anyhow!("reading {} (page {page}): {e}", kind.what))?;
         let meta: ListMeta = serde_json::from_str(&text)
             .with_context(|| format!("reading the list metadata of {}", kind.what))?;
+        pages.push(text);
         match meta
             .metadata
             .and_then(|m| m.continue_)
             .filter(|c| !c.is_empty())
         {
-            Some(token) => {
-                params = params.continue_token(&token);
-                page += 1;
-            }
-            None => return Ok(()),
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(pages),
         }
     }
 }
