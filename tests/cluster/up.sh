@@ -36,6 +36,7 @@ sign() { # name subject extensions
 sign apiserver "/CN=kube-apiserver" \
   "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth"
 sign admin "/O=system:masters/CN=alfred-e2e-admin" "extendedKeyUsage=clientAuth"
+sign viewer "/CN=alfred-e2e-viewer" "extendedKeyUsage=clientAuth" # no rights until bound
 sign webhook "/CN=alfred-webhook" "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth"
 openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
 openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
@@ -75,8 +76,8 @@ EOF
   >"$dir/logs/kube-apiserver.log" 2>&1 &
 echo $! > "$dir/kube-apiserver.pid"
 
-kubeconfig="$dir/kubeconfig"
-cat > "$kubeconfig" <<EOF
+write_kubeconfig() { # file user
+cat > "$1" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -85,15 +86,19 @@ clusters:
     server: https://127.0.0.1:$api_port
     certificate-authority: $pki/ca.crt
 users:
-- name: admin
+- name: $2
   user:
-    client-certificate: $pki/admin.crt
-    client-key: $pki/admin.key
+    client-certificate: $pki/$2.crt
+    client-key: $pki/$2.key
 contexts:
 - name: e2e
-  context: {cluster: e2e, user: admin}
+  context: {cluster: e2e, user: $2}
 current-context: e2e
 EOF
+}
+kubeconfig="$dir/kubeconfig"
+write_kubeconfig "$kubeconfig" admin
+write_kubeconfig "$dir/kubeconfig-viewer" viewer
 
 for _ in $(seq 1 120); do
   if kubectl --kubeconfig "$kubeconfig" get --raw /readyz >/dev/null 2>&1; then

@@ -313,3 +313,14 @@ impl Cluster {
             .collect()
     }
 }
+
+impl Cluster {
+    /// `kubectl alfred ARGS` as the user `alfred-e2e-viewer`, who has no rights until bound.
+    pub fn alfred_as_viewer(&self, args: &[&str]) -> Output {
+        let mut all = vec!["alfred", "--kubeconfig"];
+        let viewer = self.dir.join("kubeconfig-viewer").display().to_string();
+        all.push(&viewer);
+        all.extend_from_slice(args);
+        self.kubectl(&all)
+    }
+}

@@ -1,0 +1,37 @@
+//! Least privilege for the read path: without rights the plugin says which permission is
+//! missing and where to find the role; with `manifests/rbac/reader.yaml` bound, it reads.
+
+use alfred_e2e::{Cluster, stderr, stdout};
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn the_reader_role_suffices_and_a_missing_permission_is_named() {
+    let cluster = Cluster::up("rbac");
+    let out = cluster.alfred_as_viewer(&["pools"]);
+    assert!(!out.status.success());
+    let error = stderr(&out);
+    assert!(
+        error.contains("not allowed to list nodes")
+            && error.contains("grant list on it (see manifests/rbac/)"),
+        "{error}"
+    );
+
+    let role = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../manifests/rbac/reader.yaml"
+    );
+    cluster.ok(&["apply", "-f", role]);
+    cluster.ok(&[
+        "create",
+        "clusterrolebinding",
+        "alfred-reader-viewer",
+        "--clusterrole=alfred-reader",
+        "--user=alfred-e2e-viewer",
+    ]);
+    // RBAC changes apply at once; the viewer now reads everything the pass needs.
+    let out = cluster.alfred_as_viewer(&["pools"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = cluster.alfred_as_viewer(&["snapshot"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("SnapshotInfo"));
+}
