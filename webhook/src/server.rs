@@ -133,7 +133,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
-/// Listening sockets and how to stop.
+/// The two listening sockets, bound before serving so a caller (a test) can learn the ports.
 pub struct Listeners {
     pub admission: std::net::TcpListener,
     pub probes: std::net::TcpListener,
