@@ -24,8 +24,11 @@ fuzz_target!(|data: &[u8]| {
             let out: serde_json::Value =
                 serde_json::from_slice(&answer.body).expect("the answer is JSON");
             assert_eq!(out["kind"], "AdmissionReview");
-            let request: serde_json::Value = serde_json::from_slice(data).expect("it parsed");
-            assert_eq!(out["response"]["uid"], request["request"]["uid"]);
+            // The review skips fields it does not read without checking them (libFuzzer found
+            // invalid UTF-8 in `resource` admitted), so compare only when the whole body is JSON.
+            if let Ok(request) = serde_json::from_slice::<serde_json::Value>(data) {
+                assert_eq!(out["response"]["uid"], request["request"]["uid"]);
+            }
         }
     }
 });
