@@ -37,7 +37,7 @@ struct Args {
     #[arg(long, default_value = "/tls/tls.key")]
     tls_key: PathBuf,
     /// How often to look for a rotated certificate.
-    #[arg(long, default_value = "10s", value_parser = seconds)]
+    #[arg(long, default_value = "10s", value_parser = go_duration)]
     tls_reload_interval: Duration,
     /// OME's operator defaults from a ConfigMap manifest file instead of the cluster.
     #[arg(long, conflicts_with = "operator_config_map")]
@@ -46,18 +46,18 @@ struct Args {
     #[arg(long, default_value = "ome/inferenceservice-config")]
     operator_config_map: String,
     /// How often to re-read the operator defaults.
-    #[arg(long, default_value = "30s", value_parser = seconds)]
+    #[arg(long, default_value = "30s", value_parser = go_duration)]
     defaults_refresh_interval: Duration,
     /// Also fill update-strategy defaults into InferenceServices (off: GitOps tools would
     /// report the written defaults as drift).
     #[arg(long)]
     default_inference_services: bool,
     /// How long a runtime read from the API is reused.
-    #[arg(long, default_value = "30s", value_parser = seconds)]
+    #[arg(long, default_value = "30s", value_parser = go_duration)]
     runtime_cache_ttl: Duration,
     /// Time allowed for one API read during a review (the API server's own webhook timeout
     /// must be longer).
-    #[arg(long, default_value = "2s", value_parser = seconds)]
+    #[arg(long, default_value = "2s", value_parser = go_duration)]
     api_timeout: Duration,
     /// Run without a cluster: no runtime lookups (runtimes count as absent) and defaults
     /// from --operator-defaults or none. For benchmarks and local tests.
@@ -67,10 +67,10 @@ struct Args {
     #[arg(long, default_value_t = 8 << 20)]
     max_body_bytes: usize,
     /// After SIGTERM, how long to report not-ready before closing, so endpoints drop us first.
-    #[arg(long, default_value = "5s", value_parser = seconds)]
+    #[arg(long, default_value = "5s", value_parser = go_duration)]
     shutdown_delay: Duration,
     /// Then how long requests in flight may take to finish.
-    #[arg(long, default_value = "20s", value_parser = seconds)]
+    #[arg(long, default_value = "20s", value_parser = go_duration)]
     shutdown_grace: Duration,
     /// Log format.
     #[arg(long, value_enum, default_value = "json")]
@@ -83,21 +83,10 @@ enum LogFormat {
     Text,
 }
 
-/// A duration such as `10s`, `500ms` or `2m`.
-fn seconds(text: &str) -> Result<Duration, String> {
-    let bad =
-        || format!("{text:?} is not a duration: write a whole number with ms, s or m, such as 10s");
-    let (number, unit) = text
-        .find(|c: char| !c.is_ascii_digit())
-        .map(|i| text.split_at(i))
-        .ok_or_else(bad)?;
-    let n: u64 = number.parse().map_err(|_| bad())?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(bad()),
-    }
+/// A duration in Go syntax (`10s`, `500ms`, `2m`), as the chart writes them.
+fn go_duration(text: &str) -> Result<Duration, String> {
+    let d = alfred::duration::parse_go_duration(text)?;
+    Duration::try_from(d).map_err(|_| format!("{text:?} is negative; give a duration of 0 or more"))
 }
 
 fn main() -> Result<()> {

@@ -235,21 +235,32 @@ impl Parsed {
         {
             return None;
         }
-        let object: Value = serde_json::from_str(request.object.as_ref()?.get()).ok()?;
+        // Only the two references are read; the rest of the object is skipped, not built.
+        #[derive(Deserialize)]
+        struct Refs {
+            spec: RefsSpec,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct RefsSpec {
+            parent_ref: Option<ParentRef>,
+            runtime: Option<RuntimeRef>,
+        }
+        #[derive(Deserialize)]
+        struct ParentRef {
+            name: String,
+        }
+        let refs: Refs = serde_json::from_str(request.object.as_ref()?.get()).ok()?;
         let namespace = self.namespace_or_default().to_string();
         match request.kind.kind.as_str() {
-            "InferenceReplica" => {
-                let isvc = object.pointer("/spec/parentRef/name")?.as_str()?;
-                Some(Lookup::Replica {
-                    namespace,
-                    isvc: isvc.to_string(),
-                })
-            }
-            "InferenceService" if ctx.default_inference_services => {
-                let runtime = object.pointer("/spec/runtime")?;
-                let runtime = RuntimeRef::deserialize(runtime).ok()?;
-                Some(Lookup::Runtime { namespace, runtime })
-            }
+            "InferenceReplica" => Some(Lookup::Replica {
+                namespace,
+                isvc: refs.spec.parent_ref?.name,
+            }),
+            "InferenceService" if ctx.default_inference_services => Some(Lookup::Runtime {
+                namespace,
+                runtime: refs.spec.runtime?,
+            }),
             _ => None,
         }
     }
