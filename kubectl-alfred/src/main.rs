@@ -1,6 +1,7 @@
 //! `kubectl alfred`: defragmentation, node health, drains and rollouts for OME GPU clusters.
 
 mod live;
+mod recommend;
 mod render;
 mod rollout;
 mod solve;
@@ -67,6 +68,9 @@ pub enum Output {
 enum Command {
     /// Draw each GPU pool: every node's GPUs as used and free cells, with its state.
     Pools,
+    /// One decision pass as advice: each GPU pool's fragmentation score, the moves Alfred
+    /// would plan and why each is or is not made, and the nodes that need attention.
+    Recommend(recommend::RecommendArgs),
     /// Write the live cluster as a snapshot file that any command can replay with -f.
     Snapshot,
     /// Solve an assignment problem file (-f) with the drain solver: containers, objects,
@@ -121,6 +125,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             render::snapshot(&snapshot, cli.global.output)?;
         }
         Command::Solve => solve::run(&cli.global)?,
+        Command::Recommend(args) => recommend::run(&args, &cli.global).await?,
         Command::Rollout(command) => rollout::run(&command, &cli.global).await?,
     }
     Ok(ExitCode::SUCCESS)

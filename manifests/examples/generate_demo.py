@@ -214,7 +214,8 @@ def omenative(ns, name, model, placements, gpus, started_min=300, annotations=No
                            "docker.io/lmsysorg/sglang:v0.5.3-cu129",
                            extra_spec={"nodeSelector": {f"models.ome.io/clusterbasemodel.{model}": "Ready"}}))
         rows.append({"index": index, "incarnation": 1, "phase": "Ready", "runningRevision": revision,
-                     "podCount": 1, "servingPodCount": 1, "availablePodCount": 1, "admitted": True,
+                     "podCount": 1, "readyPodCount": 1, "servingPodCount": 1, "availablePodCount": 1,
+                     "admitted": True,
                      "readySince": ago(started_min + index - 4), "activeOrdinal": 0})
     n = len(placements)
     objects.append(replica(ns, name, "engine", n, revision, rows))
@@ -299,7 +300,7 @@ for runner, node_name in [("leader", "a100-03"), ("worker", "a100-04")]:
                        "docker.io/lmsysorg/sglang:v0.5.3-cu129"))
 objects.append(replica("chat", name, "engine", 1, revision, [
     {"index": 0, "incarnation": 1, "phase": "Ready", "runningRevision": revision, "podCount": 2,
-     "servingPodCount": 2, "availablePodCount": 2, "admitted": True, "readySince": ago(880)}],
+     "readyPodCount": 2, "servingPodCount": 2, "availablePodCount": 2, "admitted": True, "readySince": ago(880)}],
     runners=[{"name": "leader"}, {"name": "worker", "size": 1}]))
 
 # A100 pool: the rest

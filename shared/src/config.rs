@@ -49,6 +49,14 @@ pub enum Aggressiveness {
 }
 
 impl Aggressiveness {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Conservative => "conservative",
+            Self::Balanced => "balanced",
+            Self::Aggressive => "aggressive",
+        }
+    }
+
     /// The cost weight applied to the base move cost of 0.15.
     pub fn cost_weight(self) -> f64 {
         match self {

@@ -5,7 +5,6 @@
 use serde::Serialize;
 
 use crate::api::component::ComponentKind;
-use crate::api::isvc::RuntimeKind;
 use crate::api::lifecycle::UpdateStrategyType;
 use crate::api::replica::{HoldGate, InstancePhase, InstanceStatus, RetryBlock, RolloutHold};
 use crate::cluster::Cluster;
@@ -143,7 +142,7 @@ pub fn report(
         ));
     }
     let spec = w.isvc.spec.component(kind);
-    let runtime = runtime_component(snapshot, w.namespace, w.isvc, kind);
+    let runtime = snapshot.runtime_component(w.namespace, w.isvc, kind);
     let (defaults, defaults_source) = operator_defaults(snapshot)?;
     let resolved = strategy::resolve_lifecycle(
         kind,
@@ -400,31 +399,4 @@ fn instance_line(cluster: &Cluster<'_>, i: usize, pods_per_instance: u32) -> Ins
         ),
         nodes: inst.nodes.clone(),
     }
-}
-
-/// The runtime's config for a component, found where OME looks (`RuntimeRef::lookup_order`).
-fn runtime_component<'s>(
-    snapshot: &'s Snapshot,
-    namespace: &str,
-    isvc: &crate::api::InferenceService,
-    kind: ComponentKind,
-) -> Option<&'s crate::api::ComponentSpec> {
-    let r = isvc.spec.runtime.as_ref()?;
-    let named = |name: Option<&String>| name.map(String::as_str) == Some(r.name.as_str());
-    let fields = r.lookup_order().iter().find_map(|k| match k {
-        RuntimeKind::ServingRuntime => snapshot
-            .serving_runtimes
-            .iter()
-            .find(|s| {
-                named(s.metadata.name.as_ref())
-                    && s.metadata.namespace.as_deref().unwrap_or("default") == namespace
-            })
-            .map(|s| &s.spec.fields),
-        RuntimeKind::ClusterServingRuntime => snapshot
-            .cluster_serving_runtimes
-            .iter()
-            .find(|s| named(s.metadata.name.as_ref()))
-            .map(|s| &s.spec.fields),
-    })?;
-    fields.component(kind)
 }

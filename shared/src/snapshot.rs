@@ -13,9 +13,11 @@ use serde_json::value::RawValue;
 use crate::api::core::{ControllerRevision, Node, Pod};
 
 mod parallel;
+use crate::api::component::ComponentKind;
+use crate::api::isvc::RuntimeKind;
 use crate::api::{
-    BaseModel, ClusterBaseModel, ClusterServingRuntime, InferenceReplica, InferenceService,
-    ServingRuntime,
+    BaseModel, ClusterBaseModel, ClusterServingRuntime, ComponentSpec, InferenceReplica,
+    InferenceService, ServingRuntime,
 };
 
 /// The ConfigMaps the product reads or owns; other ConfigMaps are skipped.
@@ -161,6 +163,34 @@ impl Snapshot {
     }
 
     /// The ConfigMap with this name, if the snapshot holds it.
+    /// The runtime's config for a component of an InferenceService, found where OME looks
+    /// (`RuntimeRef::lookup_order`).
+    pub fn runtime_component(
+        &self,
+        namespace: &str,
+        isvc: &InferenceService,
+        kind: ComponentKind,
+    ) -> Option<&ComponentSpec> {
+        let r = isvc.spec.runtime.as_ref()?;
+        let named = |name: Option<&String>| name.map(String::as_str) == Some(r.name.as_str());
+        let fields = r.lookup_order().iter().find_map(|k| match k {
+            RuntimeKind::ServingRuntime => self
+                .serving_runtimes
+                .iter()
+                .find(|s| {
+                    named(s.metadata.name.as_ref())
+                        && s.metadata.namespace.as_deref().unwrap_or("default") == namespace
+                })
+                .map(|s| &s.spec.fields),
+            RuntimeKind::ClusterServingRuntime => self
+                .cluster_serving_runtimes
+                .iter()
+                .find(|s| named(s.metadata.name.as_ref()))
+                .map(|s| &s.spec.fields),
+        })?;
+        fields.component(kind)
+    }
+
     pub fn config_map(&self, name: &str) -> Option<&ConfigMap> {
         self.config_maps
             .iter()

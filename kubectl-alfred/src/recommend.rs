@@ -1,0 +1,365 @@
+//! `kubectl alfred recommend`: one decision pass in recommend-only mode, as advice.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use alfred::decision::{self, Decision, NodeRecord, PoolScore, Row, round6};
+use anyhow::Result;
+use clap::Args;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use tabled::settings::Style;
+use tabled::{Table, Tabled};
+
+use crate::{GlobalArgs, Output, render, source};
+
+#[derive(Args)]
+pub struct RecommendArgs {
+    /// Show only recommendations for InferenceServices in this namespace (the pass still
+    /// weighs the whole cluster: any Instance can make room for any other).
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "NAMESPACE",
+        conflicts_with = "all_namespaces"
+    )]
+    pub namespace: Option<String>,
+    /// Show recommendations in every namespace (the default).
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+}
+
+/// The `last-cycle.json` document with the pools and node records beside it, so scripts
+/// written for the recommendations ConfigMap read it unchanged.
+#[derive(Serialize)]
+struct Document<'a> {
+    timestamp: String,
+    mode: &'static str,
+    recommendations: Vec<&'a Row>,
+    pools: Vec<PoolSummary<'a>>,
+    nodes: &'a BTreeMap<String, NodeRecord>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PoolSummary<'a> {
+    pool: &'a str,
+    score: f64,
+    observed: f64,
+    best: f64,
+    reclaimable: f64,
+    pending_pressure: f64,
+    free_gpus: i64,
+    largest_free_block: i64,
+    state: &'static str,
+    sizes: &'a [decision::score::SizeTerm],
+    repackable_pending: &'a [decision::score::PendingTerm],
+}
+
+fn state(p: &PoolScore) -> &'static str {
+    if p.execution_open {
+        "moves"
+    } else if p.advisory_open {
+        "advice"
+    } else {
+        "quiet"
+    }
+}
+
+pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
+    let input = source::load(global).await?;
+    let cluster = input.cluster();
+    let decision = decision::decide(&cluster, &input.snapshot, &input.config);
+    let text = render_decision(
+        &decision,
+        input.now,
+        args.namespace.as_deref(),
+        global.output,
+    )?;
+    render::emit(&text)?;
+    drop(cluster);
+    std::mem::forget(input);
+    Ok(())
+}
+
+fn render_decision(
+    d: &Decision,
+    now: Timestamp,
+    namespace: Option<&str>,
+    output: Output,
+) -> Result<String> {
+    let shown: Vec<(usize, &decision::Recommendation)> = d
+        .recommendations
+        .iter()
+        .filter(|r| namespace.is_none_or(|ns| r.row.workload.split('/').next() == Some(ns)))
+        .enumerate()
+        .collect();
+    let doc = Document {
+        timestamp: now.to_string(),
+        mode: "recommend-only",
+        recommendations: shown.iter().map(|(_, r)| &r.row).collect(),
+        pools: d
+            .pools
+            .iter()
+            .map(|p| PoolSummary {
+                pool: &p.pool,
+                score: round6(p.score),
+                observed: round6(p.observed),
+                best: round6(p.best),
+                reclaimable: round6(p.reclaimable),
+                pending_pressure: round6(p.pending_pressure),
+                free_gpus: p.free_gpus,
+                largest_free_block: p.largest_free_block,
+                state: state(p),
+                sizes: &p.sizes,
+                repackable_pending: &p.repackable_pending,
+            })
+            .collect(),
+        nodes: &d.nodes,
+    };
+    if let Some(text) = render::structured(&doc, output)? {
+        return Ok(text);
+    }
+    let wide = output == Output::Wide;
+    let mut out = String::new();
+    pools_table(d, wide, &mut out)?;
+    writeln!(out)?;
+    if shown.is_empty() {
+        writeln!(
+            out,
+            "No recommendations: no pool is fragmented past the threshold and no node needs evacuating."
+        )?;
+    } else {
+        rows_table(&shown, wide, &mut out)?;
+    }
+    if d.dropped_outside_window > 0 {
+        writeln!(
+            out,
+            "\n{} defragmentation move(s) left out: no maintenance window is open now (emergencies excepted).",
+            d.dropped_outside_window
+        )?;
+    }
+    if !d.nodes.is_empty() {
+        writeln!(out)?;
+        nodes_table(d, &mut out)?;
+    }
+    Ok(out)
+}
+
+#[derive(Tabled)]
+struct PoolLine {
+    #[tabled(rename = "POOL")]
+    pool: String,
+    #[tabled(rename = "SCORE")]
+    score: String,
+    #[tabled(rename = "OBSERVED")]
+    observed: String,
+    #[tabled(rename = "RECLAIMABLE")]
+    reclaimable: String,
+    #[tabled(rename = "PENDING")]
+    pending: String,
+    #[tabled(rename = "FREE")]
+    free: i64,
+    #[tabled(rename = "LARGEST-BLOCK")]
+    largest: i64,
+    #[tabled(rename = "STATE")]
+    state: &'static str,
+}
+
+fn pools_table(d: &Decision, wide: bool, out: &mut String) -> Result<()> {
+    let lines = d.pools.iter().map(|p| PoolLine {
+        pool: p.pool.clone(),
+        score: format!("{:.3}", p.score),
+        observed: format!("{:.3}", p.observed),
+        reclaimable: format!("{:.3}", p.reclaimable),
+        pending: format!("{:.3}", p.pending_pressure),
+        free: p.free_gpus,
+        largest: p.largest_free_block,
+        state: state(p),
+    });
+    writeln!(out, "{}", Table::new(lines).with(Style::blank()))?;
+    if wide {
+        for p in &d.pools {
+            let part = |f: &dyn Fn(&decision::score::SizeTerm) -> String| {
+                p.sizes.iter().map(f).collect::<Vec<_>>().join("  ")
+            };
+            writeln!(out, "  {}:", p.pool)?;
+            writeln!(
+                out,
+                "    weight  {}",
+                part(&|s| format!("{}:{:.3}", s.size, s.weight))
+            )?;
+            writeln!(
+                out,
+                "    frag    {}",
+                part(&|s| format!("{}:{:.3}", s.size, s.observed_frag))
+            )?;
+            writeln!(
+                out,
+                "    best    {}",
+                part(&|s| format!("{}:{:.3}", s.size, s.best_frag))
+            )?;
+            for pending in &p.repackable_pending {
+                writeln!(
+                    out,
+                    "    pending {} ({} GPUs, {:.0} min, urgency {:.3}) fits only after a repack",
+                    pending.pod, pending.gpus, pending.age_minutes, pending.urgency
+                )?;
+            }
+        }
+    }
+    writeln!(
+        out,
+        "STATE: moves = score above the threshold, Alfred plans moves; advice = only fragmentation no move can fix; quiet = nothing to do."
+    )?;
+    Ok(())
+}
+
+#[derive(Tabled)]
+struct RowLine {
+    #[tabled(rename = "#")]
+    n: usize,
+    #[tabled(rename = "WORKLOAD")]
+    workload: String,
+    #[tabled(rename = "COMPONENT")]
+    component: String,
+    #[tabled(rename = "INSTANCE")]
+    instance: String,
+    #[tabled(rename = "POLICY")]
+    policy: &'static str,
+    #[tabled(rename = "REASON")]
+    reason: String,
+    #[tabled(rename = "OUTCOME")]
+    outcome: &'static str,
+    #[tabled(rename = "ADVISORY-REASON")]
+    advisory: &'static str,
+    #[tabled(rename = "FROM")]
+    from: String,
+    #[tabled(rename = "HINTS")]
+    hints: String,
+    #[tabled(rename = "SCORE")]
+    score: String,
+    #[tabled(rename = "EMERGENCY")]
+    emergency: &'static str,
+}
+
+fn rows_table(
+    shown: &[(usize, &decision::Recommendation)],
+    wide: bool,
+    out: &mut String,
+) -> Result<()> {
+    let lines = shown.iter().map(|(k, r)| RowLine {
+        n: k + 1,
+        workload: r.row.workload.clone(),
+        component: r.row.component.to_string(),
+        instance: if r.row.instance < 0 {
+            "all".into()
+        } else {
+            r.row.instance.to_string()
+        },
+        policy: r.row.policy.as_str(),
+        reason: format!("{:?}", r.row.reason),
+        outcome: "advisory",
+        advisory: r.row.advisory_reason.map_or("-", |a| a.as_str()),
+        from: or_dash(&r.row.from_node),
+        hints: or_dash(&r.row.hint_targets.join(",")),
+        score: format!("{:.3}", r.row.score),
+        emergency: if r.row.emergency { "yes" } else { "" },
+    });
+    writeln!(out, "{}", Table::new(lines).with(Style::blank()))?;
+    writeln!(out)?;
+    writeln!(out, "Why:")?;
+    // Rows that share an explanation are listed together, in order of first appearance.
+    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (k, r) in shown {
+        match groups.iter_mut().find(|(d, _)| *d == r.detail) {
+            Some((_, rows)) => rows.push(k + 1),
+            None => groups.push((&r.detail, vec![k + 1])),
+        }
+    }
+    for (detail, rows) in &groups {
+        writeln!(out, "  {}: {detail}", row_ranges(rows))?;
+    }
+    if wide {
+        for (k, r) in shown.iter().filter(|(_, r)| !r.planned.is_empty()) {
+            let planned: Vec<String> = r
+                .planned
+                .iter()
+                .map(|(p, n)| format!("{p} -> {n}"))
+                .collect();
+            writeln!(
+                out,
+                "  {}: planned {}; may target {}",
+                k + 1,
+                planned.join(", "),
+                r.placement_targets.join(", ")
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `1-3, 5, 7-8`.
+fn row_ranges(rows: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < rows.len() {
+        let mut j = i;
+        while j + 1 < rows.len() && rows[j + 1] == rows[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i {
+            format!("{}-{}", rows[i], rows[j])
+        } else {
+            rows[i].to_string()
+        });
+        i = j + 1;
+    }
+    let label = if rows.len() == 1 { "row" } else { "rows" };
+    format!("{label} {}", parts.join(", "))
+}
+
+fn or_dash(s: &str) -> String {
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s.to_string()
+    }
+}
+
+#[derive(Tabled)]
+struct NodeLine {
+    #[tabled(rename = "NODE")]
+    node: String,
+    #[tabled(rename = "STATE")]
+    state: String,
+    #[tabled(rename = "MAINTENANCE")]
+    maintenance: String,
+    #[tabled(rename = "OME-GPU-PODS")]
+    occupied: &'static str,
+    #[tabled(rename = "WORKLOADS")]
+    workloads: String,
+}
+
+fn nodes_table(d: &Decision, out: &mut String) -> Result<()> {
+    let lines = d.nodes.iter().map(|(key, r)| NodeLine {
+        node: key.strip_prefix("node.").unwrap_or(key).to_string(),
+        state: match r.suspect_until {
+            Some(t) => format!("{} until {t}", r.state),
+            None => r.state.clone(),
+        },
+        maintenance: or_dash(&r.maintenance.triggers.join(",")),
+        occupied: if r.ome_gpu_occupants_present {
+            "yes"
+        } else {
+            "no"
+        },
+        workloads: or_dash(&r.workloads.join(",")),
+    });
+    writeln!(
+        out,
+        "Node records (nodes that are not Clear or are due for maintenance):"
+    )?;
+    writeln!(out, "{}", Table::new(lines).with(Style::blank()))?;
+    Ok(())
+}

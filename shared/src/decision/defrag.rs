@@ -1,0 +1,361 @@
+//! The defragmentation policy's rows (alfred-policies.md "How Alfred picks a move";
+//! alfred-reference.md §5 "Candidate enumeration", "Move planning"): for each pool the score
+//! opens, one row per Instance, a planned move when it lowers fragmentation by more than its
+//! cost, advice with the reason otherwise.
+
+use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::tz::TimeZone;
+
+use super::context::Context;
+use super::nodehealth::identity;
+use super::score::PoolScore;
+use super::surge;
+use super::{AdvisoryReason, CandidateReason, PolicyName, Recommendation, Row};
+use crate::annotations::SpotPolicy;
+use crate::config::{Config, MaintenanceWindow};
+use crate::mode::DeploymentMode;
+
+/// The cost every move pays, scaled by the aggressiveness's weight.
+pub const BASE_COST: f64 = 0.15;
+pub const EMERGENCY_BOOST: f64 = 2.0;
+pub const SPOT_BOOST: f64 = 1.25;
+pub const MAX_HINTS: usize = 3;
+
+/// An Instance's defragmentation eligibility: None when the policy does not weigh it (not
+/// OMENative, or no GPUs), else the first failing check.
+pub type Eligibility = Option<Option<(AdvisoryReason, String)>>;
+
+/// True when a maintenance window is open now (always, with none configured). Windows are UTC,
+/// start inclusive, end exclusive, to the minute.
+pub fn window_open(windows: &[MaintenanceWindow], now: Timestamp) -> bool {
+    if windows.is_empty() {
+        return true;
+    }
+    let t = now.to_zoned(TimeZone::UTC);
+    let day = t.weekday().to_monday_zero_offset() as u8;
+    let minute = t.hour() as u32 * 60 + t.minute() as u32;
+    windows
+        .iter()
+        .any(|w| w.days.contains(&day) && w.start_minute <= minute && minute < w.end_minute)
+}
+
+pub fn run(
+    ctx: &Context<'_, '_>,
+    pools: &[PoolScore],
+    eligibility: &[Eligibility],
+) -> (Vec<Recommendation>, usize) {
+    let mut rows = Vec::new();
+    let mut dropped = 0;
+    let open = window_open(&ctx.config.maintenance_windows, ctx.now());
+    for pool in pools.iter().filter(|p| p.execution_open || p.advisory_open) {
+        let mut pool_rows = Vec::new();
+        candidates(ctx, pool, eligibility, &mut pool_rows);
+        let before = pool_rows.len();
+        pool_rows.retain(|r| open || !r.executable() || r.row.emergency);
+        dropped += before - pool_rows.len();
+        rows.extend(pool_rows);
+    }
+    rows.sort_by(|a, b| {
+        b.row
+            .score
+            .total_cmp(&a.row.score)
+            .then_with(|| a.footprint.cmp(&b.footprint))
+            .then_with(|| identity(&a.row).cmp(&identity(&b.row)))
+    });
+    (rows, dropped)
+}
+
+fn candidates(
+    ctx: &Context<'_, '_>,
+    pool: &PoolScore,
+    eligibility: &[Eligibility],
+    out: &mut Vec<Recommendation>,
+) {
+    let cluster = ctx.cluster;
+    for (w, workload) in cluster.workloads.iter().enumerate() {
+        let settings = &ctx.workloads[w];
+        let mut components = workload.components.clone();
+        components.sort_by_key(|&c| cluster.components[c].kind.as_str());
+        for c in components {
+            let component = &cluster.components[c];
+            let row = |instance: i32, from: &str| {
+                Row::new(
+                    &workload.key,
+                    component.kind,
+                    instance,
+                    PolicyName::Defragmentation,
+                    CandidateReason::Fragmentation,
+                    from,
+                    0.0,
+                )
+            };
+            // Raw and LWS workloads are advice only, and not even that when they could not
+            // move anyway.
+            let quiet = !settings.movable
+                || settings.active_migration.is_some()
+                || settings.in_cooldown(ctx.now()).is_some();
+            match component.mode {
+                DeploymentMode::MultiNode => {
+                    if quiet || !ctx.config.lws_recommendations_enabled {
+                        continue;
+                    }
+                    let Some((primary_pool, from)) = component_primary(ctx, c) else {
+                        continue;
+                    };
+                    if primary_pool == pool.pool {
+                        out.push(Recommendation::advice(
+                            row(-1, &from),
+                            AdvisoryReason::LWSMigrationUnsupported,
+                            0,
+                            format!(
+                                "runs on LeaderWorkerSet (MultiNode), which Alfred cannot migrate; move it to OMENative to let it help repack pool {}.",
+                                pool.pool
+                            ),
+                        ));
+                    }
+                    continue;
+                }
+                DeploymentMode::RawDeployment | DeploymentMode::VirtualDeployment if quiet => {
+                    continue;
+                }
+                _ => {}
+            }
+            for &i in &component.instances {
+                let inst = &cluster.instances[i];
+                if inst.gpus <= 0 || inst.pool.as_deref() != Some(pool.pool.as_str()) {
+                    continue;
+                }
+                let from = inst.primary_node.clone().unwrap_or_default();
+                if component.mode != DeploymentMode::OmeNative {
+                    if inst.pods.iter().all(|&p| cluster.pods[p].terminating) {
+                        continue;
+                    }
+                    out.push(Recommendation::advice(
+                        row(inst.index, &from),
+                        AdvisoryReason::RawDeploymentMigrationUnsupported,
+                        0,
+                        format!(
+                            "a RawDeployment: Alfred moves only OMENative Instances (declare OMENative in the InferenceService to let it help repack pool {}).",
+                            pool.pool
+                        ),
+                    ));
+                    continue;
+                }
+                out.push(omenative(
+                    ctx,
+                    pool,
+                    i,
+                    row(inst.index, &from),
+                    &eligibility[i],
+                ));
+            }
+        }
+    }
+}
+
+/// The pool and node holding most of a component's GPUs (names break ties).
+fn component_primary(ctx: &Context<'_, '_>, c: usize) -> Option<(String, String)> {
+    let cluster = ctx.cluster;
+    let mut per_node: std::collections::BTreeMap<&str, i64> = Default::default();
+    let mut per_pool: std::collections::BTreeMap<&str, i64> = Default::default();
+    for &i in &cluster.components[c].instances {
+        for &p in &cluster.instances[i].pods {
+            let pod = &cluster.pods[p];
+            let Some(node) = pod.node.and_then(|n| cluster.node(n)) else {
+                continue;
+            };
+            if pod.terminal || pod.gpus <= 0 {
+                continue;
+            }
+            *per_node.entry(node.name).or_default() += pod.gpus;
+            if let Some(pool) = node.pool.as_deref() {
+                *per_pool.entry(pool).or_default() += pod.gpus;
+            }
+        }
+    }
+    let most = |m: &std::collections::BTreeMap<&str, i64>| {
+        m.iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(k, _)| k.to_string())
+    };
+    Some((most(&per_pool)?, most(&per_node)?))
+}
+
+fn omenative(
+    ctx: &Context<'_, '_>,
+    pool: &PoolScore,
+    i: usize,
+    mut row: Row,
+    eligibility: &Eligibility,
+) -> Recommendation {
+    let cluster = ctx.cluster;
+    let config = ctx.config;
+    let inst = &cluster.instances[i];
+    if let Some(Some((code, why))) = eligibility {
+        return Recommendation::advice(row, *code, 0, format!("cannot move: {why}."));
+    }
+    if !pool.execution_open {
+        return Recommendation::advice(
+            row,
+            AdvisoryReason::NonExecutableObservedFragmentation,
+            0,
+            format!(
+                "pool {} is fragmented ({:.3}), but no move of its movable Instances would fix it.",
+                pool.pool, pool.observed
+            ),
+        );
+    }
+    let plan = match surge::plan(ctx, i) {
+        Ok(plan) => plan,
+        Err(why) => {
+            return Recommendation::advice(
+                row,
+                AdvisoryReason::NoSurgeHeadroom,
+                inst.gpus,
+                format!("cannot move: {why}."),
+            );
+        }
+    };
+    // Fragmentation before and after: the new pods take their targets' GPUs, the old pods
+    // give theirs back.
+    let before = pool.bin_pairs();
+    let mut after = before.clone();
+    let bin_of = |node: usize| pool.bins.iter().position(|b| b.index == node);
+    for &(p, n) in &plan.placements {
+        if let Some(b) = bin_of(n) {
+            after[b].1 -= cluster.pods[p].gpus;
+        }
+    }
+    for &(p, _) in &plan.placements {
+        let home = cluster.pods[p]
+            .node
+            .and_then(|name| pool.bins.iter().position(|b| b.node == name));
+        if let Some(b) = home {
+            after[b].1 = (after[b].1 + cluster.pods[p].gpus).min(after[b].0);
+        }
+    }
+    let benefit = pool.measure.fragmentation(&before) - pool.measure.fragmentation(&after);
+    let cost = config.defragmentation.aggressiveness.cost_weight() * BASE_COST;
+    let mut score = benefit - cost;
+    let hints: Vec<String> = plan
+        .targets
+        .iter()
+        .take(MAX_HINTS)
+        .map(|&n| cluster.nodes[n].name.to_string())
+        .collect();
+    let mut r = Recommendation::new(row.clone(), inst.gpus, String::new());
+    r.placement_targets = plan
+        .targets
+        .iter()
+        .map(|&n| cluster.nodes[n].name.to_string())
+        .collect();
+    r.planned = plan
+        .placements
+        .iter()
+        .map(|&(p, n)| {
+            (
+                cluster.pods[p].name.to_string(),
+                cluster.nodes[n].name.to_string(),
+            )
+        })
+        .collect();
+    r.benefit = Some(benefit);
+    r.cost = Some(cost);
+    if score <= 0.0 {
+        row.score = score;
+        r.row = row;
+        r.row.advisory_reason = Some(AdvisoryReason::NonExecutableObservedFragmentation);
+        let effect = if benefit > 0.0 {
+            format!(
+                "lower pool {}'s fragmentation by {benefit:.3}, not more than its cost",
+                pool.pool
+            )
+        } else if benefit < 0.0 {
+            format!(
+                "raise pool {}'s fragmentation by {:.3} and cost",
+                pool.pool, -benefit
+            )
+        } else {
+            format!("leave pool {}'s fragmentation as it is and cost", pool.pool)
+        };
+        r.detail = format!(
+            "moving it off {} would {effect} {cost:.3} ({} aggressiveness).",
+            r.row.from_node,
+            config.defragmentation.aggressiveness.as_str()
+        );
+        return r;
+    }
+    let mut boosts = Vec::new();
+    if let Some(pod) = emergency(ctx, pool, i, &after) {
+        score *= EMERGENCY_BOOST;
+        row.emergency = true;
+        boosts.push(format!("emergency: it makes room for pending pod {pod}"));
+    }
+    let settings = ctx.settings_of(i);
+    let from_preemptible = cluster.node(&row.from_node).is_some_and(|n| n.preemptible);
+    let spot = settings.spot_policy;
+    if from_preemptible
+        && (spot == Some(SpotPolicy::Migrate)
+            || (spot != Some(SpotPolicy::Ignore) && config.spot_policy.prefer_as_source))
+    {
+        score *= SPOT_BOOST;
+        boosts.push(format!("x{SPOT_BOOST} off a preemptible node"));
+    }
+    row.score = score;
+    row.hint_targets = hints.clone();
+    r.row = row;
+    r.detail = format!(
+        "move it off {} to {}: pool {}'s fragmentation drops by {benefit:.3} against a cost of {cost:.3}{}.",
+        r.row.from_node,
+        hints.join(", "),
+        pool.pool,
+        if boosts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", boosts.join("; "))
+        }
+    );
+    r
+}
+
+/// A pending pod the move would seat that fits nowhere now: older than the emergency age, in
+/// the moved workload's namespace or tenant group, too large for any bin now, not after.
+fn emergency(
+    ctx: &Context<'_, '_>,
+    pool: &PoolScore,
+    i: usize,
+    after: &[(i64, i64)],
+) -> Option<String> {
+    let cluster = ctx.cluster;
+    let config: &Config = ctx.config;
+    let settings = ctx.settings_of(i);
+    let namespace =
+        &cluster.workloads[cluster.components[cluster.instances[i].component].workload].namespace;
+    let largest_now = pool.bins.iter().map(|b| b.free).max().unwrap_or(0);
+    let largest_after = after.iter().map(|b| b.1).max().unwrap_or(0);
+    cluster
+        .pending
+        .iter()
+        .filter(|p| p.pool.as_deref().is_none_or(|name| name == pool.pool))
+        .filter(|p| p.age_minutes(ctx.now()) > config.emergency_pending_age_minutes as f64)
+        .filter(|p| p.gpus > largest_now && p.gpus <= largest_after)
+        .find(|p| {
+            let pod = &cluster.pods[p.pod];
+            if pod.namespace == *namespace {
+                return true;
+            }
+            config.allow_cross_tenant_optimization
+                && !settings.tenant_group.is_empty()
+                && pod.owner.as_ref().is_some_and(|o| {
+                    let key = format!("{}/{}", pod.namespace, o.isvc);
+                    cluster
+                        .workloads
+                        .binary_search_by(|w| w.key.as_str().cmp(&key))
+                        .is_ok_and(|w| ctx.workloads[w].tenant_group == settings.tenant_group)
+                })
+        })
+        .map(|p| {
+            let pod = &cluster.pods[p.pod];
+            format!("{}/{}", pod.namespace, pod.name)
+        })
+}

@@ -1,0 +1,289 @@
+//! Alfred's decision pass (alfred-policies.md; alfred-reference.md §3–§5): which Instances can
+//! move, the defragmentation score of each GPU pool and its moves, the node-health policy and
+//! its node records. Pure: the cluster model, the configuration and `now` in, rows out.
+
+mod access;
+mod context;
+mod defrag;
+pub mod eligibility;
+mod joint;
+mod nodehealth;
+pub mod score;
+pub mod surge;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use access::ModelAccess;
+pub use context::{Context, WorkloadSettings};
+pub use defrag::window_open;
+pub use nodehealth::{NodeRecord, node_record_key};
+pub use score::PoolScore;
+
+use crate::api::component::ComponentKind;
+use crate::cluster::Cluster;
+use crate::config::Config;
+use crate::snapshot::Snapshot;
+
+/// Why a move was considered.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CandidateReason {
+    Fragmentation,
+    NodeUnhealthy,
+    NodeMaintenance,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyName {
+    Defragmentation,
+    Nodehealth,
+    MigrationDispatch,
+}
+
+impl PolicyName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Defragmentation => "defragmentation",
+            Self::Nodehealth => "nodehealth",
+            Self::MigrationDispatch => "migration-dispatch",
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Advisory,
+    Rejected,
+    Withheld,
+    Submitted,
+    Acknowledged,
+    Completed,
+    Failed,
+    Stalled,
+}
+
+/// Why a row is not executable (alfred-reference.md §4 "Advisory reasons").
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AdvisoryReason {
+    OMENativeUnavailable,
+    RawDeploymentMigrationUnsupported,
+    LWSMigrationUnsupported,
+    NoSurgeHeadroom,
+    VolumePinned,
+    ModelUnresolved,
+    MigrationSurfaceDisabled,
+    OMENativeObservationInvalid,
+    OMENativeStateIneligible,
+    NonExecutableObservedFragmentation,
+    SimulationRecommendOnly,
+}
+
+impl AdvisoryReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OMENativeUnavailable => "OMENativeUnavailable",
+            Self::RawDeploymentMigrationUnsupported => "RawDeploymentMigrationUnsupported",
+            Self::LWSMigrationUnsupported => "LWSMigrationUnsupported",
+            Self::NoSurgeHeadroom => "NoSurgeHeadroom",
+            Self::VolumePinned => "VolumePinned",
+            Self::ModelUnresolved => "ModelUnresolved",
+            Self::MigrationSurfaceDisabled => "MigrationSurfaceDisabled",
+            Self::OMENativeObservationInvalid => "OMENativeObservationInvalid",
+            Self::OMENativeStateIneligible => "OMENativeStateIneligible",
+            Self::NonExecutableObservedFragmentation => "NonExecutableObservedFragmentation",
+            Self::SimulationRecommendOnly => "SimulationRecommendOnly",
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
+}
+
+/// One recommendation in the `last-cycle.json` row schema (alfred-reference.md §3.1): empty
+/// fields are left out, except `score`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub workload: String,
+    pub component: ComponentKind,
+    /// -1 for a row about the whole component.
+    pub instance: i32,
+    pub policy: PolicyName,
+    pub reason: CandidateReason,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advisory_reason: Option<AdvisoryReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reject_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub from_node: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hint_targets: Vec<String>,
+    pub score: f64,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub emergency: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cooldown_overridden: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "requestUUID")]
+    pub request_uuid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<serde_json::Value>,
+}
+
+impl Row {
+    /// A row in its first state: advisory, nothing dispatched.
+    pub fn new(
+        workload: &str,
+        component: ComponentKind,
+        instance: i32,
+        policy: PolicyName,
+        reason: CandidateReason,
+        from_node: &str,
+        score: f64,
+    ) -> Row {
+        Row {
+            workload: workload.to_string(),
+            component,
+            instance,
+            policy,
+            reason,
+            outcome: Outcome::Advisory,
+            advisory_reason: None,
+            reject_reason: None,
+            from_node: from_node.to_string(),
+            target: String::new(),
+            hint_targets: Vec::new(),
+            score,
+            emergency: false,
+            cooldown_overridden: false,
+            dispatch_status: None,
+            request_uuid: None,
+            dispatch_reason: None,
+            scheduling: None,
+        }
+    }
+}
+
+impl Recommendation {
+    pub fn new(row: Row, footprint: i64, detail: String) -> Recommendation {
+        Recommendation {
+            row,
+            footprint,
+            placement_targets: Vec::new(),
+            planned: Vec::new(),
+            detail,
+            benefit: None,
+            cost: None,
+        }
+    }
+
+    /// Advice with a reason.
+    pub fn advice(
+        mut row: Row,
+        reason: AdvisoryReason,
+        footprint: i64,
+        detail: String,
+    ) -> Recommendation {
+        row.advisory_reason = Some(reason);
+        Recommendation::new(row, footprint, detail)
+    }
+}
+
+/// A row with what the pass knows beyond the wire schema: for people and for the arbiter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recommendation {
+    pub row: Row,
+    /// The Instance's GPUs (0 for advice that names no footprint).
+    pub footprint: i64,
+    /// Every node the move may target, fullest first (the hints are the first of them).
+    pub placement_targets: Vec<String>,
+    /// The planned node of each GPU pod, largest pod first.
+    pub planned: Vec<(String, String)>,
+    /// What the advice means, in a sentence a newcomer can follow.
+    pub detail: String,
+    /// Defragmentation moves: the fragmentation the move removes and its cost.
+    pub benefit: Option<f64>,
+    pub cost: Option<f64>,
+}
+
+impl Recommendation {
+    pub fn executable(&self) -> bool {
+        self.row.advisory_reason.is_none()
+    }
+}
+
+/// The result of one pass.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    pub pools: Vec<PoolScore>,
+    /// Node-health rows first, then defragmentation rows, each in its policy's ranking.
+    pub recommendations: Vec<Recommendation>,
+    /// `node.<name>` records, by key.
+    pub nodes: BTreeMap<String, NodeRecord>,
+    /// Defragmentation moves dropped because no maintenance window was open.
+    pub dropped_outside_window: usize,
+}
+
+/// Runs both policies in recommend-only semantics: every row is `advisory`, and a move the
+/// policies would make becomes advice with `SimulationRecommendOnly`.
+pub fn decide(cluster: &Cluster<'_>, snapshot: &Snapshot, config: &Config) -> Decision {
+    let ctx = Context::new(cluster, snapshot, config);
+    let eligibility: Vec<defrag::Eligibility> = (0..cluster.instances.len())
+        .map(|i| {
+            let inst = &cluster.instances[i];
+            let mode = cluster.components[inst.component].mode;
+            (mode == crate::mode::DeploymentMode::OmeNative && inst.gpus > 0)
+                .then(|| eligibility::first_failure(&ctx, i, eligibility::Purpose::Defragmentation))
+        })
+        .collect();
+    let movable: Vec<bool> = eligibility
+        .iter()
+        .map(|e| matches!(e, Some(None)))
+        .collect();
+    let pools = score::score_pools(&ctx, &movable);
+    let mut recommendations = Vec::new();
+    let mut nodes = BTreeMap::new();
+    if config.node_health.enabled {
+        let (rows, records) = nodehealth::run(&ctx);
+        recommendations.extend(rows);
+        nodes = records;
+    }
+    let mut dropped_outside_window = 0;
+    if config.defragmentation.enabled {
+        let (rows, dropped) = defrag::run(&ctx, &pools, &eligibility);
+        recommendations.extend(rows);
+        dropped_outside_window = dropped;
+    }
+    for r in &mut recommendations {
+        if r.row.advisory_reason.is_none() {
+            r.row.advisory_reason = Some(AdvisoryReason::SimulationRecommendOnly);
+            r.detail = format!(
+                "{} Alfred runs recommend-only, so the move is advice.",
+                r.detail
+            );
+        }
+    }
+    Decision {
+        pools,
+        recommendations,
+        nodes,
+        dropped_outside_window,
+    }
+}
+
+/// Rounds a score for output: six decimals, as people and golden files read them.
+pub fn round6(x: f64) -> f64 {
+    let r = (x * 1e6).round() / 1e6;
+    if r == 0.0 { 0.0 } else { r }
+}

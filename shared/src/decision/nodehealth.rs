@@ -1,0 +1,315 @@
+//! The node-health policy (alfred-policies.md "Node health"; alfred-reference.md §3.1 node
+//! records, §5 "Node-health policy"): a record for every node that is not Clear or is due for
+//! maintenance, and a move for each Instance with a pod on an Unhealthy or maintenance node,
+//! planned jointly so the moves off the same nodes never count on the same free GPUs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::context::Context;
+use super::eligibility::{self, Purpose};
+use super::{AdvisoryReason, CandidateReason, PolicyName, Recommendation, Row, joint};
+use crate::health::HealthState;
+use crate::mode::DeploymentMode;
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Timestamp>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct RecordMaintenance {
+    pub requested: bool,
+    pub triggers: Vec<String>,
+}
+
+/// A `node.<name>` record of the recommendations ConfigMap.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRecord {
+    #[serde(rename = "nodeUID")]
+    pub node_uid: String,
+    pub state: String,
+    pub conditions: Vec<RecordCondition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect_until: Option<Timestamp>,
+    pub maintenance: RecordMaintenance,
+    pub workloads: Vec<String>,
+    pub ome_gpu_occupants_present: bool,
+    pub observed_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signaled_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drained_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_requested_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_drained_at: Option<Timestamp>,
+}
+
+/// The ConfigMap key of a node's record: `node.<name>`, or for names too long for a key,
+/// `node-hash.<name prefix>.<sha256 hex>` cut to 253 bytes.
+pub fn node_record_key(name: &str) -> String {
+    const MAX: usize = 253;
+    let plain = format!("node.{name}");
+    if plain.len() <= MAX {
+        return plain;
+    }
+    let digest: String = Sha256::digest(name.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let prefix_len = MAX - "node-hash.".len() - 1 - digest.len();
+    // Node names are ASCII (DNS subdomains), so any byte index is a char boundary.
+    format!("node-hash.{}.{digest}", &name[..prefix_len.min(name.len())])
+}
+
+pub fn run(ctx: &Context<'_, '_>) -> (Vec<Recommendation>, BTreeMap<String, NodeRecord>) {
+    let cluster = ctx.cluster;
+    let config = ctx.config;
+    let mut records = BTreeMap::new();
+    for n in &cluster.nodes {
+        if n.health.state == HealthState::Clear && n.maintenance.is_empty() {
+            continue;
+        }
+        let mut workloads = BTreeSet::new();
+        let mut occupied = false;
+        for &p in &n.pods {
+            let pod = &cluster.pods[p];
+            if let Some(o) = &pod.owner {
+                workloads.insert(format!("{}/{}", pod.namespace, o.isvc));
+                occupied |= pod.gpus > 0;
+            }
+        }
+        let conditions = n
+            .node
+            .status
+            .conditions
+            .iter()
+            .filter(|c| config.node_health.trigger_conditions.contains(&c.type_))
+            .map(|c| RecordCondition {
+                type_: c.type_.clone(),
+                status: c.status.clone(),
+                last_transition_time: c.last_transition_time,
+            })
+            .collect();
+        records.insert(
+            node_record_key(n.name),
+            NodeRecord {
+                node_uid: n.uid.unwrap_or_default().to_string(),
+                state: n.health.state.as_str().to_string(),
+                conditions,
+                suspect_until: n.health.suspect_until,
+                maintenance: RecordMaintenance {
+                    requested: !n.maintenance.is_empty(),
+                    triggers: n.maintenance.clone(),
+                },
+                workloads: workloads.into_iter().collect(),
+                ome_gpu_occupants_present: occupied,
+                observed_at: cluster.now,
+                signaled_at: None,
+                drained_at: None,
+                maintenance_requested_at: None,
+                maintenance_drained_at: None,
+            },
+        );
+    }
+    if config.node_health.signal_only {
+        return (Vec::new(), records);
+    }
+    (evacuations(ctx), records)
+}
+
+/// Why a node is being left: Unhealthy wins over maintenance.
+fn leave_reason(ctx: &Context<'_, '_>, node: &str) -> Option<CandidateReason> {
+    let n = ctx.cluster.node(node)?;
+    if n.health.state == HealthState::Unhealthy {
+        Some(CandidateReason::NodeUnhealthy)
+    } else if !n.maintenance.is_empty() {
+        Some(CandidateReason::NodeMaintenance)
+    } else {
+        None
+    }
+}
+
+fn evacuations(ctx: &Context<'_, '_>) -> Vec<Recommendation> {
+    let cluster = ctx.cluster;
+    let mut rows = Vec::new();
+    let mut covered: BTreeSet<usize> = BTreeSet::new();
+    let mut to_plan: Vec<(usize, CandidateReason, String)> = Vec::new();
+    for (i, inst) in cluster.instances.iter().enumerate() {
+        if inst.gpus <= 0 {
+            continue;
+        }
+        // The source: an Unhealthy node of the Instance first, then the lowest name.
+        let Some((reason, from)) = inst
+            .nodes
+            .iter()
+            .filter_map(|n| leave_reason(ctx, n).map(|r| (r, n)))
+            .min_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)))
+            .map(|(r, n)| (r, n.clone()))
+        else {
+            continue;
+        };
+        covered.extend(inst.pods.iter().copied());
+        let component = &cluster.components[inst.component];
+        let settings = ctx.settings_of(i);
+        let advice = |code: AdvisoryReason, detail: String| {
+            Recommendation::advice(
+                row(ctx, i, reason, &from, settings.priority),
+                code,
+                inst.gpus,
+                detail,
+            )
+        };
+        match component.mode {
+            DeploymentMode::RawDeployment | DeploymentMode::VirtualDeployment => rows.push(advice(
+                AdvisoryReason::RawDeploymentMigrationUnsupported,
+                format!(
+                    "must leave {from}, but it is a RawDeployment and Alfred moves only OMENative Instances (declare OMENative in the InferenceService to let Alfred move it)."
+                ),
+            )),
+            DeploymentMode::MultiNode => {
+                if ctx.config.lws_recommendations_enabled {
+                    rows.push(advice(
+                        AdvisoryReason::LWSMigrationUnsupported,
+                        format!(
+                            "must leave {from}, but LeaderWorkerSet (MultiNode) Instances cannot be migrated; move the workload to OMENative."
+                        ),
+                    ));
+                }
+            }
+            DeploymentMode::OmeNative => {
+                match eligibility::first_failure(ctx, i, Purpose::NodeHealth) {
+                    Some((code, why)) => rows.push(advice(
+                        code,
+                        format!("must leave {from}, but cannot move: {why}."),
+                    )),
+                    None => to_plan.push((i, reason, from)),
+                }
+            }
+        }
+    }
+    let instances: Vec<usize> = to_plan.iter().map(|t| t.0).collect();
+    let plans = joint::plan_together(ctx, &instances);
+    for ((i, reason, from), plan) in to_plan.into_iter().zip(plans) {
+        let inst = &cluster.instances[i];
+        let settings = ctx.settings_of(i);
+        let mut r = Recommendation::new(
+            row(ctx, i, reason, &from, settings.priority),
+            inst.gpus,
+            String::new(),
+        );
+        let why_leave = match reason {
+            CandidateReason::NodeUnhealthy => format!("{from} is Unhealthy"),
+            _ => format!(
+                "{from} is due for maintenance ({})",
+                cluster
+                    .node(&from)
+                    .map(|n| n.maintenance.join(", "))
+                    .unwrap_or_default()
+            ),
+        };
+        match plan {
+            Ok(plan) => {
+                let names = |ns: &[usize]| -> Vec<String> {
+                    ns.iter()
+                        .map(|&n| cluster.nodes[n].name.to_string())
+                        .collect()
+                };
+                let mut hints: Vec<String> = Vec::new();
+                for &(_, n) in &plan.placements {
+                    let name = cluster.nodes[n].name.to_string();
+                    if !hints.contains(&name) {
+                        hints.push(name);
+                    }
+                }
+                hints.truncate(3);
+                r.row.hint_targets = hints.clone();
+                r.placement_targets = names(&plan.targets);
+                r.planned = plan
+                    .placements
+                    .iter()
+                    .map(|&(p, n)| {
+                        (
+                            cluster.pods[p].name.to_string(),
+                            cluster.nodes[n].name.to_string(),
+                        )
+                    })
+                    .collect();
+                r.detail = format!("{why_leave}: move it to {}.", hints.join(", "));
+            }
+            Err(why) => {
+                r.row.advisory_reason = Some(AdvisoryReason::NoSurgeHeadroom);
+                r.detail = format!("{why_leave}, but it cannot move: {why}.");
+            }
+        }
+        rows.push(r);
+    }
+    // OME pods with GPUs on the nodes being left that no Instance accounts for.
+    let mut orphan_components: BTreeSet<(String, crate::api::component::ComponentKind)> =
+        BTreeSet::new();
+    let mut orphan_rows = Vec::new();
+    for n in &cluster.nodes {
+        let Some(reason) = leave_reason(ctx, n.name) else {
+            continue;
+        };
+        for &p in &n.pods {
+            let pod = &cluster.pods[p];
+            let Some(o) = &pod.owner else { continue };
+            if pod.gpus <= 0 || covered.contains(&p) {
+                continue;
+            }
+            let workload = format!("{}/{}", pod.namespace, o.isvc);
+            if !orphan_components.insert((workload.clone(), o.component)) {
+                continue;
+            }
+            orphan_rows.push(Recommendation::advice(
+                Row::new(&workload, o.component, -1, PolicyName::Nodehealth, reason, n.name, 0.0),
+                AdvisoryReason::OMENativeObservationInvalid,
+                0,
+                format!(
+                    "pod {} of {workload} ({}) holds GPUs on {} but belongs to no Instance Alfred can see (no InferenceService, or no Instance index); check its labels and its InferenceReplica.",
+                    pod.name, o.component, n.name
+                ),
+            ));
+        }
+    }
+    rows.extend(orphan_rows);
+    rows.sort_by(|a, b| {
+        let class = |r: &Recommendation| r.row.reason != CandidateReason::NodeUnhealthy;
+        class(a)
+            .cmp(&class(b))
+            .then_with(|| b.executable().cmp(&a.executable()))
+            .then_with(|| b.row.score.total_cmp(&a.row.score))
+            .then_with(|| a.footprint.cmp(&b.footprint))
+            .then_with(|| identity(&a.row).cmp(&identity(&b.row)))
+    });
+    rows
+}
+
+pub(super) fn identity(r: &Row) -> (&str, &str, i32, &str) {
+    (&r.workload, r.component.as_str(), r.instance, &r.from_node)
+}
+
+fn row(ctx: &Context<'_, '_>, i: usize, reason: CandidateReason, from: &str, score: f64) -> Row {
+    let inst = &ctx.cluster.instances[i];
+    let kind = ctx.cluster.components[inst.component].kind;
+    Row::new(
+        ctx.workload_key(i),
+        kind,
+        inst.index,
+        PolicyName::Nodehealth,
+        reason,
+        from,
+        score,
+    )
+}

@@ -1,0 +1,344 @@
+//! The defragmentation score of each GPU pool (alfred-policies.md "The score formulas";
+//! alfred-reference.md §5 "Scoring per pool"): ladder fragmentation weighted by demand and
+//! prior, the best a repack of the movable Instances could reach, pending pressure.
+
+use serde::Serialize;
+
+use super::context::Context;
+use crate::cluster::{Cluster, Pool};
+use crate::mode::DeploymentMode;
+
+/// A node whose free GPUs count: available as a target (and not preemptible when avoided).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bin {
+    pub node: String,
+    #[serde(skip)]
+    pub index: usize,
+    pub capacity: i64,
+    pub free: i64,
+}
+
+/// The ladder with its fixed weights, and the pool facts that fragmentation is measured
+/// against (the observed free total is the denominator before and after any move).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measure {
+    pub sizes: Vec<i64>,
+    pub weights: Vec<f64>,
+    pub total_free: i64,
+    pub max_capacity: i64,
+}
+
+impl Measure {
+    /// Size-s Instances the bins' free GPUs can seat.
+    pub fn slots(&self, size: i64, bins: impl Iterator<Item = (i64, i64)>) -> i64 {
+        if size <= self.max_capacity {
+            bins.map(|(_, free)| free.max(0) / size).sum()
+        } else if self.max_capacity <= 0 {
+            0
+        } else {
+            // Larger than any node: whole empty nodes of the largest shape, several per slot.
+            let whole = bins
+                .filter(|&(cap, free)| cap == self.max_capacity && free >= cap)
+                .count() as i64;
+            whole / ((size + self.max_capacity - 1) / self.max_capacity)
+        }
+    }
+
+    /// frag(s) = max(0, 1 - slots(s) * s / total free), 0 when nothing is free.
+    pub fn frag(&self, size: i64, slots: i64) -> f64 {
+        if self.total_free <= 0 {
+            return 0.0;
+        }
+        (1.0 - (slots * size) as f64 / self.total_free as f64).max(0.0)
+    }
+
+    /// The weighted fragmentation of bins given as (capacity, free).
+    pub fn fragmentation(&self, bins: &[(i64, i64)]) -> f64 {
+        self.sizes
+            .iter()
+            .zip(&self.weights)
+            .map(|(&s, &w)| w * self.frag(s, self.slots(s, bins.iter().copied())))
+            .sum()
+    }
+
+    /// The smallest ladder size of at least `gpus`, else the largest.
+    pub fn snap(&self, gpus: i64) -> i64 {
+        snap(&self.sizes, gpus)
+    }
+}
+
+pub fn snap(ladder: &[i64], gpus: i64) -> i64 {
+    ladder
+        .iter()
+        .copied()
+        .find(|&s| s >= gpus)
+        .or_else(|| ladder.last().copied())
+        .unwrap_or(gpus)
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SizeTerm {
+    pub size: i64,
+    /// GPUs of running OME pods and pending pods of this size.
+    pub demand: i64,
+    pub weight: f64,
+    pub observed_slots: i64,
+    pub best_slots: i64,
+    pub observed_frag: f64,
+    pub best_frag: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingTerm {
+    pub pod: String,
+    pub gpus: i64,
+    pub age_minutes: f64,
+    pub urgency: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolScore {
+    pub pool: String,
+    pub score: f64,
+    pub observed: f64,
+    pub best: f64,
+    pub reclaimable: f64,
+    pub pending_pressure: f64,
+    /// Free GPUs on nodes that can take new pods.
+    pub free_gpus: i64,
+    pub largest_free_block: i64,
+    /// Score above the threshold: the policy plans moves.
+    pub execution_open: bool,
+    /// Only fragmentation no move can fix is above the threshold: advice.
+    pub advisory_open: bool,
+    pub sizes: Vec<SizeTerm>,
+    /// Pending pods that fit nowhere now but would after the repack.
+    pub repackable_pending: Vec<PendingTerm>,
+    pub movable_instances: usize,
+    pub bins: Vec<Bin>,
+    #[serde(skip)]
+    pub measure: Measure,
+}
+
+impl PoolScore {
+    pub fn bin_pairs(&self) -> Vec<(i64, i64)> {
+        self.bins.iter().map(|b| (b.capacity, b.free)).collect()
+    }
+}
+
+/// The pool's bins, by node name.
+pub fn bins(cluster: &Cluster<'_>, pool: &Pool, avoid_preemptible: bool) -> Vec<Bin> {
+    pool.nodes
+        .iter()
+        .map(|&i| (i, &cluster.nodes[i]))
+        .filter(|(_, n)| n.is_bin(avoid_preemptible))
+        .map(|(i, n)| Bin {
+            node: n.name.to_string(),
+            index: i,
+            capacity: n.gpu_total,
+            free: n.gpu_free,
+        })
+        .collect()
+}
+
+/// Scores every pool; `movable[i]` says whether Instance i passes defragmentation eligibility.
+pub fn score_pools(ctx: &Context<'_, '_>, movable: &[bool]) -> Vec<PoolScore> {
+    ctx.cluster
+        .pools
+        .iter()
+        .map(|pool| score_pool(ctx, pool, movable))
+        .collect()
+}
+
+fn score_pool(ctx: &Context<'_, '_>, pool: &Pool, movable: &[bool]) -> PoolScore {
+    let cluster = ctx.cluster;
+    let defrag = &ctx.config.defragmentation;
+    let now = ctx.now();
+    let bins = bins(cluster, pool, ctx.config.spot_policy.avoid_as_target);
+    let ladder = &defrag.size_ladder;
+    let in_pool = |node: Option<&str>| {
+        node.and_then(|n| cluster.node(n))
+            .is_some_and(|n| n.pool.as_deref() == Some(pool.name.as_str()))
+    };
+
+    // Demand: running OME pods in the pool and pending pods attributed to it (or to none).
+    let mut demand = vec![0i64; ladder.len()];
+    let mut add_demand = |gpus: i64| {
+        let s = snap(ladder, gpus);
+        if let Some(k) = ladder.iter().position(|&x| x == s) {
+            demand[k] += gpus;
+        }
+    };
+    for p in &cluster.pods {
+        if p.owner.is_some() && p.gpus > 0 && !p.terminal && in_pool(p.node) {
+            add_demand(p.gpus);
+        }
+    }
+    let pending: Vec<_> = cluster
+        .pending
+        .iter()
+        .filter(|p| p.pool.as_deref().is_none_or(|name| name == pool.name))
+        .collect();
+    for p in &pending {
+        add_demand(p.gpus);
+    }
+    let demand_total: i64 = demand.iter().sum();
+    let prior_total: f64 = defrag.size_prior.values().sum();
+    let lambda = defrag.demand_blend_lambda;
+    let weights: Vec<f64> = ladder
+        .iter()
+        .zip(&demand)
+        .map(|(s, &d)| {
+            let share = if demand_total > 0 {
+                d as f64 / demand_total as f64
+            } else {
+                0.0
+            };
+            let prior = if prior_total > 0.0 {
+                defrag.size_prior.get(s).copied().unwrap_or(0.0) / prior_total
+            } else {
+                0.0
+            };
+            (1.0 - lambda) * share + lambda * prior
+        })
+        .collect();
+    let measure = Measure {
+        sizes: ladder.clone(),
+        weights,
+        total_free: bins.iter().map(|b| b.free).sum(),
+        max_capacity: bins.iter().map(|b| b.capacity).max().unwrap_or(0),
+    };
+    let observed_bins: Vec<(i64, i64)> = bins.iter().map(|b| (b.capacity, b.free)).collect();
+    let (best_bins, movable_instances) = repack(ctx, pool, &bins, movable);
+
+    let mut sizes = Vec::with_capacity(ladder.len());
+    let (mut observed, mut best) = (0.0, 0.0);
+    for (k, &s) in ladder.iter().enumerate() {
+        let observed_slots = measure.slots(s, observed_bins.iter().copied());
+        let best_slots = measure.slots(s, best_bins.iter().copied());
+        let term = SizeTerm {
+            size: s,
+            demand: demand[k],
+            weight: measure.weights[k],
+            observed_slots,
+            best_slots,
+            observed_frag: measure.frag(s, observed_slots),
+            best_frag: measure.frag(s, best_slots),
+        };
+        observed += term.weight * term.observed_frag;
+        best += term.weight * term.best_frag;
+        sizes.push(term);
+    }
+    let reclaimable = (observed - best).max(0.0);
+
+    let tau = defrag.pending_urgency_tau_minutes as f64;
+    let mut repackable_pending = Vec::new();
+    let mut calm = 1.0;
+    for p in pending {
+        let s = snap(ladder, p.gpus);
+        let Some(term) = sizes.iter().find(|t| t.size == s) else {
+            continue;
+        };
+        if term.observed_slots == 0 && term.best_slots >= 1 {
+            let age = p.age_minutes(now).max(0.0);
+            let urgency = 1.0 - (-age / tau).exp();
+            calm *= 1.0 - urgency;
+            let pod = &cluster.pods[p.pod];
+            repackable_pending.push(PendingTerm {
+                pod: format!("{}/{}", pod.namespace, pod.name),
+                gpus: p.gpus,
+                age_minutes: age,
+                urgency,
+            });
+        }
+    }
+    let pending_pressure = 1.0 - calm;
+    let score = 1.0 - (1.0 - reclaimable) * (1.0 - pending_pressure);
+    let threshold = defrag.fragmentation_threshold;
+    PoolScore {
+        pool: pool.name.clone(),
+        score,
+        observed,
+        best,
+        reclaimable,
+        pending_pressure,
+        free_gpus: measure.total_free,
+        largest_free_block: bins.iter().map(|b| b.free).max().unwrap_or(0),
+        execution_open: score > threshold,
+        advisory_open: (observed - reclaimable).max(0.0) > threshold,
+        sizes,
+        repackable_pending,
+        movable_instances,
+        bins,
+        measure,
+    }
+}
+
+/// The bins after a first-fit-decreasing repack of the movable Instances' GPU pods: each pod
+/// lifted off its node, then placed largest first on the fullest bin that takes it (bins in
+/// post-lift order); a pod that fits nowhere goes back home. Unlike the reference, only pods
+/// on bins are repacked (see below), so the best is never worse than what is observed.
+fn repack(
+    ctx: &Context<'_, '_>,
+    pool: &Pool,
+    bins: &[Bin],
+    movable: &[bool],
+) -> (Vec<(i64, i64)>, usize) {
+    let cluster = ctx.cluster;
+    let mut free: Vec<i64> = bins.iter().map(|b| b.free).collect();
+    let bin_of = |node: Option<&str>| node.and_then(|n| bins.iter().position(|b| b.node == n));
+    let mut items: Vec<(i64, String, usize)> = Vec::new();
+    let mut count = 0;
+    for (i, instance) in cluster.instances.iter().enumerate() {
+        let component = &cluster.components[instance.component];
+        if !movable[i]
+            || component.mode != DeploymentMode::OmeNative
+            || instance.gpus <= 0
+            || instance.pool.as_deref() != Some(pool.name.as_str())
+        {
+            continue;
+        }
+        count += 1;
+        for &p in &instance.pods {
+            let pod = &cluster.pods[p];
+            if pod.terminal || pod.gpus <= 0 {
+                continue;
+            }
+            // Pods on nodes that take no new pods are node health's to move: repacking them
+            // into the bins would spend the very free GPUs being measured.
+            let Some(home) = bin_of(pod.node) else {
+                continue;
+            };
+            free[home] += pod.gpus;
+            items.push((pod.gpus, format!("{}/{}", pod.namespace, pod.name), home));
+        }
+    }
+    items.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let mut order: Vec<usize> = (0..bins.len()).collect();
+    order.sort_by(|&a, &b| {
+        free[a]
+            .cmp(&free[b])
+            .then_with(|| bins[a].node.cmp(&bins[b].node))
+    });
+    for (gpus, _, home) in items {
+        match order
+            .iter()
+            .copied()
+            .find(|&b| free[b] >= gpus && gpus <= bins[b].capacity)
+        {
+            Some(b) => free[b] -= gpus,
+            None => free[home] = (free[home] - gpus).max(0),
+        }
+    }
+    (
+        bins.iter()
+            .zip(free)
+            .map(|(b, f)| (b.capacity, f))
+            .collect(),
+        count,
+    )
+}

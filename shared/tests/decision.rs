@@ -1,0 +1,795 @@
+//! The decision pass, checked against figures worked by hand from the spec's formulas
+//! (alfred-policies.md "The score formulas"; alfred-reference.md §5).
+
+use alfred::cluster::Cluster;
+use alfred::config::Config;
+use alfred::decision::{
+    AdvisoryReason, CandidateReason, Decision, PolicyName, Recommendation, decide, node_record_key,
+};
+use alfred::snapshot::Snapshot;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+const NOW: &str = "2026-09-28T10:15:00Z";
+const PRODUCT: &str = "H100";
+
+/// A small cluster written object by object.
+#[derive(Clone)]
+struct World {
+    items: Vec<Value>,
+    now: String,
+}
+
+fn ago(minutes: i64) -> String {
+    let t: Timestamp = NOW.parse().unwrap();
+    (t - k8s_openapi::jiff::SignedDuration::from_mins(minutes)).to_string()
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            items: vec![
+                json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel",
+                "metadata": {"name": "m"}, "spec": {"storage": {"storageUri": "hf://org/m"}}}),
+            ],
+            now: NOW.into(),
+        }
+    }
+
+    fn node(mut self, name: &str, gpus: i64) -> World {
+        self.items.push(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": {
+                "nvidia.com/gpu.product": PRODUCT, "models.ome.io/clusterbasemodel.m": "Ready"}},
+            "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string()},
+                "conditions": [{"type": "Ready", "status": "True"},
+                               {"type": "GpuUnhealthy", "status": "False", "lastTransitionTime": ago(600)}]}}));
+        self
+    }
+
+    fn edit(mut self, kind: &str, name: &str, f: impl FnOnce(&mut Value)) -> World {
+        let item = self
+            .items
+            .iter_mut()
+            .find(|i| i["kind"] == kind && i["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"));
+        f(item);
+        self
+    }
+
+    fn label(self, node: &str, key: &str, value: &str) -> World {
+        self.edit("Node", node, |n| {
+            n["metadata"]["labels"][key] = json!(value)
+        })
+    }
+
+    fn unhealthy(self, node: &str) -> World {
+        self.edit(
+            "Node",
+            node,
+            |n| {
+                n["status"]["conditions"][1] =
+                    json!({"type": "GpuUnhealthy", "status": "True", "lastTransitionTime": ago(5)})
+            },
+        )
+    }
+
+    /// An OMENative InferenceService `ns/name` with one single-pod Instance per placement.
+    fn omenative(mut self, ns: &str, name: &str, placements: &[(&str, i64)]) -> World {
+        let n = placements.len();
+        self.items.push(
+            json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}")},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "m"},
+                     "engine": {"minReplicas": n, "maxReplicas": n}}}),
+        );
+        let mut rows = Vec::new();
+        for (i, (node, gpus)) in placements.iter().enumerate() {
+            self.items.push(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{name}-engine-{i}-default-0"), "namespace": ns,
+                    "labels": {"ome.io/inferenceservice": name, "component": "engine",
+                               "ome.io/instance-index": i.to_string(), "ome.io/runner": "default"}},
+                "spec": {"nodeName": node, "containers": [{"name": "c",
+                    "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+                "status": {"phase": "Running", "startTime": ago(300),
+                    "conditions": [{"type": "Ready", "status": "True"}]}}));
+            rows.push(json!({"index": i, "phase": "Ready", "runningRevision": "r1", "podCount": 1,
+                "readyPodCount": 1, "servingPodCount": 1, "availablePodCount": 1, "admitted": true}));
+        }
+        self.items.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "metadata": {"name": format!("{name}-engine"), "namespace": ns, "generation": 1},
+            "spec": {"component": "engine", "parentRef": {"name": name}, "replicas": n,
+                     "runners": [{"name": "default"}]},
+            "status": {"observedGeneration": 1, "replicas": n, "readyReplicas": n, "servingReplicas": n,
+                "availableReplicas": n, "updatedReplicas": n, "updatedReadyReplicas": n,
+                "currentRevision": "r1", "updateRevision": "r1", "instanceStatuses": rows}}));
+        self
+    }
+
+    fn annotate(self, name: &str, key: &str, value: &str) -> World {
+        self.edit("InferenceService", name, |i| {
+            i["metadata"]["annotations"][key] = json!(value)
+        })
+    }
+
+    fn pending(mut self, ns: &str, name: &str, gpus: i64, minutes: i64, isvc: &str) -> World {
+        self.items.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": ago(minutes),
+                "labels": {"ome.io/inferenceservice": isvc, "component": "engine"}},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                "lastTransitionTime": ago(minutes)}]}}));
+        self
+    }
+
+    fn at(mut self, now: &str) -> World {
+        self.now = now.into();
+        self
+    }
+
+    fn decide(&self, config: &str) -> Decision {
+        let snapshot = Snapshot::parse(
+            &json!({"apiVersion": "v1", "kind": "List", "items": self.items}).to_string(),
+        )
+        .unwrap();
+        let config = Config::parse(&format!("schemaVersion: 1\n{config}")).unwrap();
+        let cluster = Cluster::build(&snapshot, &config, self.now.parse().unwrap());
+        decide(&cluster, &snapshot, &config)
+    }
+}
+
+const V1: &str = "migration: {apiVersion: v1}\n";
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-6
+}
+
+fn assert_close(what: &str, got: f64, want: f64) {
+    assert!(close(got, want), "{what}: got {got}, want {want}");
+}
+
+fn row<'d>(
+    d: &'d Decision,
+    policy: PolicyName,
+    workload: &str,
+    instance: i32,
+) -> &'d Recommendation {
+    d.recommendations
+        .iter()
+        .find(|r| {
+            r.row.policy == policy && r.row.workload == workload && r.row.instance == instance
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no {policy:?} row for {workload}/{instance}: {:#?}",
+                d.recommendations
+            )
+        })
+}
+
+fn defrag<'d>(d: &'d Decision, workload: &str, instance: i32) -> &'d Recommendation {
+    row(d, PolicyName::Defragmentation, workload, instance)
+}
+
+/// n1 holds a (4 GPUs) and b (2); n2 holds c (2). Free: n1 2, n2 6.
+fn two_nodes() -> World {
+    World::new()
+        .node("n1", 8)
+        .node("n2", 8)
+        .omenative("team", "a", &[("n1", 4)])
+        .omenative("team", "b", &[("n1", 2)])
+        .omenative("team", "c", &[("n2", 2)])
+}
+
+#[test]
+fn every_score_term_by_hand() {
+    let d = two_nodes().decide(V1);
+    let p = &d.pools[0];
+    // Demand 4 GPUs of size 4, 4 of size 2: share 0, .5, .5, 0; weight .7 * share + .3 * prior.
+    let weights: Vec<f64> = p.sizes.iter().map(|s| s.weight).collect();
+    for (got, want) in weights.iter().zip([0.03, 0.38, 0.41, 0.18]) {
+        assert_close("weight", *got, want);
+    }
+    // Free 2 + 6 = 8: slots 8, 4, 1, 0, so frag(4) = 1 - 4/8, frag(8) = 1.
+    let frag: Vec<f64> = p.sizes.iter().map(|s| s.observed_frag).collect();
+    assert_eq!(frag, vec![0.0, 0.0, 0.5, 1.0]);
+    assert_close("observed", p.observed, 0.41 * 0.5 + 0.18);
+    // The repack puts everything on n1 and leaves n2 empty: nothing fragmented.
+    assert_eq!(
+        p.sizes.iter().map(|s| s.best_slots).collect::<Vec<_>>(),
+        vec![8, 4, 2, 1]
+    );
+    assert_close("best", p.best, 0.0);
+    assert_close("reclaimable", p.reclaimable, 0.385);
+    assert_close("pending pressure", p.pending_pressure, 0.0);
+    assert_close("score", p.score, 0.385);
+    assert!(p.execution_open && !p.advisory_open);
+    assert_eq!(
+        (p.free_gpus, p.largest_free_block, p.movable_instances),
+        (8, 6, 3)
+    );
+}
+
+#[test]
+fn consolidation_that_frees_a_whole_node_ranks_first() {
+    let d = two_nodes().decide(V1);
+    // c onto n1 empties n2: benefit .385, score .385 - .15.
+    let c = defrag(&d, "team/c", 0);
+    assert_close("c benefit", c.benefit.unwrap(), 0.385);
+    assert_close("c score", c.row.score, 0.235);
+    assert_eq!(c.row.hint_targets, vec!["n1"]);
+    assert_eq!(
+        c.row.advisory_reason,
+        Some(AdvisoryReason::SimulationRecommendOnly)
+    );
+    // b onto n2 leaves 4 + 4 free: frag(4) = 0, benefit .205.
+    let b = defrag(&d, "team/b", 0);
+    assert_close("b score", b.row.score, 0.205 - 0.15);
+    // a onto n2 only swaps the holes: no benefit, advice.
+    let a = defrag(&d, "team/a", 0);
+    assert_close("a benefit", a.benefit.unwrap(), 0.0);
+    assert_eq!(
+        a.row.advisory_reason,
+        Some(AdvisoryReason::NonExecutableObservedFragmentation)
+    );
+    let order: Vec<&str> = d
+        .recommendations
+        .iter()
+        .map(|r| r.row.workload.as_str())
+        .collect();
+    assert_eq!(order, vec!["team/c", "team/b", "team/a"]);
+    assert!(
+        d.recommendations
+            .iter()
+            .all(|r| r.row.outcome == alfred::decision::Outcome::Advisory)
+    );
+}
+
+#[test]
+fn the_cost_at_each_aggressiveness() {
+    for (level, cost) in [
+        ("conservative", 0.225),
+        ("balanced", 0.15),
+        ("aggressive", 0.075),
+    ] {
+        let config = format!("{V1}policies: {{defragmentation: {{aggressiveness: {level}}}}}\n");
+        let d = two_nodes().decide(&config);
+        let b = defrag(&d, "team/b", 0);
+        assert_close(level, b.cost.unwrap(), cost);
+        let executable = 0.205 - cost > 0.0;
+        assert_eq!(
+            b.row.advisory_reason == Some(AdvisoryReason::SimulationRecommendOnly),
+            executable,
+            "{level}"
+        );
+        assert_close(level, b.row.score, 0.205 - cost);
+    }
+}
+
+#[test]
+fn a_pending_eight_gpu_pod_that_fits_only_after_a_repack() {
+    let d = two_nodes()
+        .pending("team", "big-0", 8, 30, "big")
+        .decide(V1);
+    let p = &d.pools[0];
+    // Demand now 16: weights .03, .205, .235, .53; observed .235 * .5 + .53.
+    assert_close("observed", p.observed, 0.6475);
+    let urgency = 1.0 - (-1.0f64).exp();
+    assert_close("pending pressure", p.pending_pressure, urgency);
+    assert_close("score", p.score, 1.0 - (1.0 - 0.6475) * (1.0 - urgency));
+    assert_eq!(p.repackable_pending.len(), 1);
+    // c's move empties n2 for it: an emergency, score doubled.
+    let c = defrag(&d, "team/c", 0);
+    assert!(c.row.emergency);
+    assert_close("c score", c.row.score, (0.6475 - 0.15) * 2.0);
+    assert!(
+        !defrag(&d, "team/b", 0).row.emergency,
+        "b's move leaves no 8-GPU hole"
+    );
+}
+
+#[test]
+fn emergency_needs_age_and_namespace_or_tenant_group() {
+    let other = |minutes| two_nodes().pending("other", "big-0", 8, minutes, "big");
+    // Another namespace, no tenant group: no emergency.
+    assert!(!defrag(&other(30).decide(V1), "team/c", 0).row.emergency);
+    // The same tenant group on both InferenceServices: an emergency.
+    let grouped = |minutes| {
+        other(minutes)
+            .annotate("c", "alfred.ome.io/tenant-group", "g")
+            .omenative("other", "big", &[])
+            .annotate("big", "alfred.ome.io/tenant-group", "g")
+    };
+    assert!(defrag(&grouped(30).decide(V1), "team/c", 0).row.emergency);
+    // ... unless cross-tenant optimization is off.
+    let d = grouped(30).decide(&format!("{V1}allowCrossTenantOptimization: false\n"));
+    assert!(!defrag(&d, "team/c", 0).row.emergency);
+    // Exactly the emergency age is not older than it.
+    assert!(!defrag(&grouped(10).decide(V1), "team/c", 0).row.emergency);
+    assert!(defrag(&grouped(11).decide(V1), "team/c", 0).row.emergency);
+}
+
+#[test]
+fn capacity_shortage_is_not_fragmentation() {
+    // One free GPU in the whole pool and an 8-GPU pod waiting: no repack can seat it.
+    let d = World::new()
+        .node("n1", 8)
+        .node("n2", 8)
+        .omenative("team", "a", &[("n1", 8)])
+        .omenative("team", "b", &[("n2", 7)])
+        .pending("team", "big-0", 8, 60, "big")
+        .decide(V1);
+    let p = &d.pools[0];
+    assert_close("score", p.score, 0.0);
+    assert!(p.repackable_pending.is_empty());
+    assert!(!p.execution_open);
+    // frag(2), frag(4), frag(8) are 1 with one GPU free: observed fragmentation is high, so
+    // the Instances get advice that no move fixes it.
+    assert!(p.advisory_open);
+    assert_eq!(
+        defrag(&d, "team/b", 0).row.advisory_reason,
+        Some(AdvisoryReason::NonExecutableObservedFragmentation)
+    );
+}
+
+#[test]
+fn a_pool_without_fragmentation_gets_no_rows() {
+    let d = World::new()
+        .node("n1", 8)
+        .node("n2", 8)
+        .omenative("team", "a", &[("n1", 8)])
+        .decide(V1);
+    let p = &d.pools[0];
+    assert_close("observed", p.observed, 0.0);
+    assert!(!p.execution_open && !p.advisory_open);
+    assert!(d.recommendations.is_empty());
+}
+
+#[test]
+fn pools_are_kept_apart() {
+    // An empty node of another product is no target, and its free GPUs are not this pool's.
+    let d = two_nodes()
+        .node("x1", 8)
+        .label("x1", "nvidia.com/gpu.product", "A100")
+        .decide(V1);
+    assert_eq!(d.pools.len(), 2);
+    let h100 = d.pools.iter().find(|p| p.pool == PRODUCT).unwrap();
+    assert_eq!(h100.free_gpus, 8);
+    assert_close("score", h100.score, 0.385);
+    let a100 = d.pools.iter().find(|p| p.pool == "A100").unwrap();
+    assert_close("a100 score", a100.score, 0.0);
+    for r in &d.recommendations {
+        assert!(!r.placement_targets.contains(&"x1".to_string()), "{r:?}");
+    }
+}
+
+#[test]
+fn spot_boosts_and_overrides() {
+    let spot = || two_nodes().label("n2", "node.kubernetes.io/preemptible", "true");
+    let open = "spotPolicy: {avoidAsTarget: false}\n";
+    // c leaves a preemptible node: x1.25.
+    let d = spot().decide(&format!("{V1}{open}"));
+    assert_close("boosted", defrag(&d, "team/c", 0).row.score, 0.235 * 1.25);
+    // `ignore` opts out of the boost.
+    let d = spot()
+        .annotate("c", "alfred.ome.io/spot-policy", "ignore")
+        .decide(&format!("{V1}{open}"));
+    assert_close("ignored", defrag(&d, "team/c", 0).row.score, 0.235);
+    // Without preferAsSource only `migrate` boosts.
+    let d = spot().decide(&format!(
+        "{V1}spotPolicy: {{avoidAsTarget: false, preferAsSource: false}}\n"
+    ));
+    assert_close("not preferred", defrag(&d, "team/c", 0).row.score, 0.235);
+    let d = spot()
+        .annotate("c", "alfred.ome.io/spot-policy", "migrate")
+        .decide(&format!(
+            "{V1}spotPolicy: {{avoidAsTarget: false, preferAsSource: false}}\n"
+        ));
+    assert_close("migrate", defrag(&d, "team/c", 0).row.score, 0.235 * 1.25);
+    // `avoid` keeps b off the preemptible node even when the cluster allows it: no target.
+    let d = spot()
+        .annotate("b", "alfred.ome.io/spot-policy", "avoid")
+        .decide(&format!("{V1}{open}"));
+    assert_eq!(
+        defrag(&d, "team/b", 0).row.advisory_reason,
+        Some(AdvisoryReason::NoSurgeHeadroom)
+    );
+    // By default a preemptible node is no bin: its free GPUs leave the score.
+    let d = spot().decide(V1);
+    assert_eq!(d.pools[0].free_gpus, 2);
+}
+
+#[test]
+fn maintenance_windows_at_their_boundaries() {
+    use alfred::decision::window_open;
+    let config = Config::parse(
+        "schemaVersion: 1\nmaintenanceWindows:\n- days: [Sat]\n  start: \"01:00\"\n  end: \"05:00\"\n",
+    )
+    .unwrap();
+    let open = |t: &str| window_open(&config.maintenance_windows, t.parse().unwrap());
+    assert!(!open("2026-09-26T00:59:59Z"));
+    assert!(open("2026-09-26T01:00:00Z"), "start is inclusive");
+    assert!(open("2026-09-26T04:59:59Z"));
+    assert!(!open("2026-09-26T05:00:00Z"), "end is exclusive");
+    assert!(!open("2026-09-28T02:00:00Z"), "Monday is not a window day");
+    assert!(
+        window_open(&[], "2026-09-28T02:00:00Z".parse().unwrap()),
+        "no windows: always open"
+    );
+
+    let windows = "maintenanceWindows: [{days: [Sat], start: \"01:00\", end: \"05:00\"}]\n";
+    // Closed: the moves go, the advice stays.
+    let d = two_nodes().decide(&format!("{V1}{windows}"));
+    assert_eq!(d.dropped_outside_window, 2);
+    assert_eq!(d.recommendations.len(), 1);
+    assert_eq!(d.recommendations[0].row.workload, "team/a");
+    // Open on Saturday at 01:00.
+    let d = two_nodes()
+        .at("2026-10-03T01:00:00Z")
+        .decide(&format!("{V1}{windows}"));
+    assert_eq!((d.dropped_outside_window, d.recommendations.len()), (0, 3));
+    // An emergency goes through a closed window.
+    let d = two_nodes()
+        .pending("team", "big-0", 8, 30, "big")
+        .decide(&format!("{V1}{windows}"));
+    let c = defrag(&d, "team/c", 0);
+    assert!(
+        c.row.emergency && c.row.advisory_reason == Some(AdvisoryReason::SimulationRecommendOnly)
+    );
+    // (b's move, worth .235 * .5 against .15 with the pending pod's demand, is advice anyway.)
+    assert_eq!(d.dropped_outside_window, 0);
+}
+
+/// The reason a lone Instance of `w` gets, unhealthy node aside.
+fn reason_of(w: World, config: &str) -> Option<AdvisoryReason> {
+    defrag(&w.decide(config), "team/a", 0).row.advisory_reason
+}
+
+fn eligible() -> World {
+    // Free: n1 2, n2 2. Moving a (2 GPUs) to n2 opens a 4-GPU block on n1.
+    World::new()
+        .node("n1", 8)
+        .node("n2", 8)
+        .omenative("team", "a", &[("n1", 2)])
+        .omenative("team", "b", &[("n1", 4)])
+        .omenative("team", "c", &[("n2", 6)])
+}
+
+#[test]
+fn every_eligibility_reason_in_order() {
+    use AdvisoryReason::*;
+    assert_eq!(reason_of(eligible(), V1), Some(SimulationRecommendOnly));
+    assert_eq!(reason_of(eligible(), ""), Some(OMENativeUnavailable));
+    let ir = "a-engine";
+    let cases: Vec<(&str, World, &str, AdvisoryReason)> = vec![
+        ("no such model", eligible().edit("InferenceService", "a", |i| i["spec"]["model"]["name"] = json!("gone")), V1, ModelUnresolved),
+        ("migration surface off", eligible(), "migration: {apiVersion: v1}\nomenativeMigrationEnabled: false\n", MigrationSurfaceDisabled),
+        ("opted out", eligible().annotate("a", "alfred.ome.io/movable", "false"), V1, OMENativeStateIneligible),
+        ("defaultMovable false", eligible(), "migration: {apiVersion: v1}\ndefaultMovable: false\n", OMENativeStateIneligible),
+        ("malformed request", eligible().annotate("a", "ome.io/migration-request-v1-1b4e28ba-2fa1-11d2-883f-0016d3cca427", "{\"schemaVersion\":\"v1\",\"component\":\"engine\",\"instance\":7,\"from_node\":\"n1\"}"), V1, OMENativeStateIneligible),
+        ("request waiting", eligible().annotate("a", "ome.io/migration-request-v1-1b4e28ba-2fa1-11d2-883f-0016d3cca427", "{\"schemaVersion\":\"v1\",\"component\":\"engine\",\"instance\":0,\"from_node\":\"n1\"}"), V1, OMENativeStateIneligible),
+        ("stale status", eligible().edit("InferenceReplica", ir, |r| r["metadata"]["generation"] = json!(2)), V1, OMENativeObservationInvalid),
+        ("paused", eligible().edit("InferenceReplica", ir, |r| r["spec"]["paused"] = json!(true)), V1, OMENativeStateIneligible),
+        ("policy Never", eligible().edit("InferenceService", "a", |i| i["spec"]["engine"]["lifecycle"] = json!({"migrationPolicy": {"mode": "Never"}})), V1, OMENativeStateIneligible),
+        ("scaling", eligible().edit("InferenceReplica", ir, |r| r["status"]["readyReplicas"] = json!(0)), V1, OMENativeStateIneligible),
+        ("rollout", eligible().edit("InferenceReplica", ir, |r| r["status"]["updateRevision"] = json!("r2")), V1, OMENativeStateIneligible),
+        ("no row", eligible().edit("InferenceReplica", ir, |r| r["status"]["instanceStatuses"] = json!([])), V1, OMENativeObservationInvalid),
+        ("not admitted", eligible().edit("InferenceReplica", ir, |r| r["status"]["instanceStatuses"][0]["admitted"] = json!(false)), V1, OMENativeStateIneligible),
+        ("restarting", eligible().edit("InferenceReplica", ir, |r| r["status"]["instanceStatuses"][0]["phase"] = json!("Restarting")), V1, OMENativeStateIneligible),
+        ("operation", eligible().edit("InferenceReplica", ir, |r| r["status"]["instanceStatuses"][0]["operation"] = json!({"type": "Restart"})), V1, OMENativeStateIneligible),
+        ("pod not serving", eligible().edit("InferenceReplica", ir, |r| r["status"]["instanceStatuses"][0]["servingPodCount"] = json!(0)), V1, OMENativeStateIneligible),
+        ("old revision", eligible().edit("InferenceReplica", ir, |r| r["status"]["instanceStatuses"][0]["runningRevision"] = json!("r0")), V1, OMENativeStateIneligible),
+        ("pod not Ready", eligible().edit("Pod", "a-engine-0-default-0", |p| p["status"]["conditions"][0]["status"] = json!("False")), V1, OMENativeStateIneligible),
+        ("pod terminating", eligible().edit("Pod", "a-engine-0-default-0", |p| p["metadata"]["deletionTimestamp"] = json!(ago(1))), V1, OMENativeStateIneligible),
+        ("recently migrated", eligible().edit("InferenceReplica", ir, |r| r["status"]["migrations"] = json!([{"requestUUID": "u", "trigger": "Manual", "sourceInstance": 0, "phase": "Completed", "startedAt": ago(20), "completedAt": ago(15)}])), V1, OMENativeStateIneligible),
+    ];
+    for (what, world, config, want) in cases {
+        assert_eq!(reason_of(world, config), Some(want), "{what}");
+    }
+    // The workload cooldown ends: 30 minutes by default, the annotation overrides it.
+    let migrated = |minutes| {
+        eligible().edit("InferenceReplica", ir, |r| {
+            r["status"]["migrations"] = json!([{"requestUUID": "u", "trigger": "Manual", "sourceInstance": 0,
+                "phase": "Completed", "startedAt": ago(minutes + 5), "completedAt": ago(minutes)}])
+        })
+    };
+    assert_eq!(
+        reason_of(migrated(30), V1),
+        Some(AdvisoryReason::SimulationRecommendOnly)
+    );
+    assert_eq!(
+        reason_of(
+            migrated(15).annotate("a", "alfred.ome.io/cooldown-minutes", "10"),
+            V1
+        ),
+        Some(AdvisoryReason::SimulationRecommendOnly)
+    );
+    // An unparsable override is ignored at plan time: the default 30 minutes applies.
+    assert_eq!(
+        reason_of(
+            migrated(15).annotate("a", "alfred.ome.io/cooldown-minutes", "soon"),
+            V1
+        ),
+        Some(AdvisoryReason::OMENativeStateIneligible)
+    );
+    // The IR missing altogether.
+    let mut w = eligible();
+    w.items
+        .retain(|i| !(i["kind"] == "InferenceReplica" && i["metadata"]["name"] == ir));
+    assert_eq!(
+        reason_of(w, V1),
+        Some(AdvisoryReason::OMENativeObservationInvalid)
+    );
+}
+
+#[test]
+fn volumes_pin_or_place_the_model() {
+    let on_claim = |modes: Value, affinity: Option<Value>| {
+        let mut w = eligible().edit("InferenceService", "a", |i| {
+            i["spec"]["model"] = json!({"name": "ft", "kind": "BaseModel"})
+        });
+        w.items.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "BaseModel",
+            "metadata": {"name": "ft", "namespace": "team"}, "spec": {"storage": {"storageUri": "pvc://claim/ft"}}}));
+        w.items
+            .push(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "claim", "namespace": "team"},
+            "spec": {"accessModes": modes, "volumeName": "pv"}}));
+        let mut pv = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"},
+            "spec": {"accessModes": ["ReadOnlyMany"]}});
+        if let Some(a) = affinity {
+            pv["spec"]["nodeAffinity"] = a;
+        }
+        w.items.push(pv);
+        w
+    };
+    assert_eq!(
+        reason_of(on_claim(json!(["ReadWriteOnce"]), None), V1),
+        Some(AdvisoryReason::VolumePinned)
+    );
+    assert_eq!(
+        reason_of(on_claim(json!(["ReadWriteOncePod"]), None), V1),
+        Some(AdvisoryReason::VolumePinned)
+    );
+    assert_eq!(
+        reason_of(on_claim(json!(["ReadOnlyMany"]), None), V1),
+        Some(AdvisoryReason::SimulationRecommendOnly)
+    );
+    // A volume reachable only from n1: a has nowhere to go.
+    let only_n1 = json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}});
+    let w = on_claim(json!(["ReadOnlyMany"]), Some(only_n1))
+        .label("n1", "kubernetes.io/hostname", "n1")
+        .label("n2", "kubernetes.io/hostname", "n2");
+    assert_eq!(reason_of(w, V1), Some(AdvisoryReason::NoSurgeHeadroom));
+    // A per-node model: only nodes where the agent reports it Ready.
+    let w = eligible().label("n2", "models.ome.io/clusterbasemodel.m", "Updating");
+    assert_eq!(reason_of(w, V1), Some(AdvisoryReason::NoSurgeHeadroom));
+}
+
+#[test]
+fn raw_and_lws_workloads_are_advice() {
+    let mut w = eligible();
+    // RawDeployment by the InferenceService; OMENative only through its runtime still counts as Raw.
+    w.items.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterServingRuntime",
+        "metadata": {"name": "rt"}, "spec": {"engineConfig": {"annotations": {"ome.io/deploymentMode": "OMENative"}}}}));
+    w.items.push(
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "raw", "namespace": "team"},
+        "spec": {"model": {"name": "m"}, "runtime": {"name": "rt"}, "engine": {"minReplicas": 1}}}),
+    );
+    w.items.push(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "raw-engine-abc", "namespace": "team",
+            "labels": {"ome.io/inferenceservice": "raw", "component": "engine"}},
+        "spec": {"nodeName": "n2", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        "status": {"phase": "Running"}}));
+    w.items.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "lws", "namespace": "team"},
+        "spec": {"model": {"name": "m"}, "engine": {"annotations": {"ome.io/deploymentMode": "MultiNode"},
+                                                    "leader": {}, "worker": {"size": 1}}}}));
+    w.items.push(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "lws-engine-0", "namespace": "team",
+            "labels": {"ome.io/inferenceservice": "lws", "component": "engine",
+                       "leaderworkerset.sigs.k8s.io/group-index": "0"}},
+        "spec": {"nodeName": "n2", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        "status": {"phase": "Running"}}));
+    let d = w.clone().decide(V1);
+    assert_eq!(
+        defrag(&d, "team/raw", 0).row.advisory_reason,
+        Some(AdvisoryReason::RawDeploymentMigrationUnsupported)
+    );
+    let lws = defrag(&d, "team/lws", -1);
+    assert_eq!(
+        lws.row.advisory_reason,
+        Some(AdvisoryReason::LWSMigrationUnsupported)
+    );
+    assert_eq!(lws.row.from_node, "n2");
+    // LWS rows can be turned off; an opted-out Raw workload gets none either.
+    let d = w
+        .annotate("raw", "alfred.ome.io/movable", "false")
+        .decide(&format!("{V1}lwsRecommendationsEnabled: false\n"));
+    assert!(d.recommendations.iter().all(|r| r.row.workload == "team/a"
+        || r.row.workload == "team/b"
+        || r.row.workload == "team/c"));
+}
+
+/// u is unhealthy and holds x (4 GPUs) and y (4 GPUs); t1 has 4 free, t2 6.
+fn evacuation(t2_free: i64) -> World {
+    World::new()
+        .node("u", 8)
+        .node("t1", 8)
+        .node("t2", 8)
+        .unhealthy("u")
+        .omenative("team", "x", &[("u", 4)])
+        .omenative("team", "y", &[("u", 4)])
+        .omenative("team", "fill1", &[("t1", 4)])
+        .omenative("team", "fill2", &[("t2", 8 - t2_free)])
+}
+
+#[test]
+fn a_joint_evacuation_never_counts_the_same_gpus_twice() {
+    // Alone, each fits the fullest node t1; together they need t1 and t2.
+    let d = evacuation(6).decide(V1);
+    let x = row(&d, PolicyName::Nodehealth, "team/x", 0);
+    let y = row(&d, PolicyName::Nodehealth, "team/y", 0);
+    assert_eq!(x.row.reason, CandidateReason::NodeUnhealthy);
+    assert_eq!(x.placement_targets, vec!["t1", "t2"]);
+    let mut hints = vec![x.row.hint_targets[0].clone(), y.row.hint_targets[0].clone()];
+    hints.sort();
+    assert_eq!(hints, vec!["t1", "t2"], "{x:?} {y:?}");
+    // Room for only one: the other is told its GPUs are taken.
+    let d = evacuation(2).decide(V1);
+    let rows: Vec<&Recommendation> = ["team/x", "team/y"]
+        .iter()
+        .map(|w| row(&d, PolicyName::Nodehealth, w, 0))
+        .collect();
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.row.hint_targets == vec!["t1"])
+            .count(),
+        1
+    );
+    let stuck = rows.iter().find(|r| r.row.hint_targets.is_empty()).unwrap();
+    assert_eq!(
+        stuck.row.advisory_reason,
+        Some(AdvisoryReason::NoSurgeHeadroom)
+    );
+    assert!(
+        stuck.detail.contains("taken by the other moves"),
+        "{}",
+        stuck.detail
+    );
+}
+
+#[test]
+fn node_health_rows_records_and_signal_only() {
+    let w = evacuation(6)
+        .annotate("x", "alfred.ome.io/priority", "0.9")
+        .node("m", 8)
+        .label("m", "maint", "now")
+        .omenative("team", "z", &[("m", 2)]);
+    let config = format!(
+        "{V1}policies: {{nodeHealth: {{maintenance: {{triggers: [{{name: patch, label: {{key: maint}}}}]}}}}}}\n"
+    );
+    let d = w.clone().decide(&config);
+    let health: Vec<(&str, CandidateReason, f64)> = d
+        .recommendations
+        .iter()
+        .filter(|r| r.row.policy == PolicyName::Nodehealth)
+        .map(|r| (r.row.workload.as_str(), r.row.reason, r.row.score))
+        .collect();
+    // Unhealthy first, then by priority; maintenance after.
+    assert_eq!(
+        health,
+        vec![
+            ("team/x", CandidateReason::NodeUnhealthy, 0.9),
+            ("team/y", CandidateReason::NodeUnhealthy, 0.5),
+            ("team/z", CandidateReason::NodeMaintenance, 0.5),
+        ]
+    );
+    let u = &d.nodes["node.u"];
+    assert_eq!(u.state, "Unhealthy");
+    assert_eq!(u.workloads, vec!["team/x", "team/y"]);
+    assert!(u.ome_gpu_occupants_present && !u.maintenance.requested);
+    let m = &d.nodes["node.m"];
+    assert_eq!(
+        (m.state.as_str(), m.maintenance.triggers.clone()),
+        ("Clear", vec!["patch".to_string()])
+    );
+    assert!(!d.nodes.contains_key("node.t1"));
+    // Nothing lands on the maintenance node.
+    assert!(
+        d.recommendations
+            .iter()
+            .all(|r| !r.placement_targets.contains(&"m".into()))
+    );
+    // signalOnly: the records, no moves.
+    let d = w.decide(&format!(
+        "{V1}policies: {{nodeHealth: {{signalOnly: true, maintenance: {{triggers: [{{name: patch, label: {{key: maint}}}}]}}}}}}\n"
+    ));
+    assert!(
+        d.recommendations
+            .iter()
+            .all(|r| r.row.policy != PolicyName::Nodehealth)
+    );
+    assert_eq!(d.nodes.len(), 2);
+}
+
+#[test]
+fn unknown_and_suspect_nodes_take_nothing_and_keep_their_instances() {
+    let d = two_nodes()
+        .edit("Node", "n2", |n| {
+            n["status"]["conditions"][1]["status"] = json!("Unknown")
+        })
+        .decide(V1);
+    assert_eq!(d.nodes["node.n2"].state, "Unknown");
+    assert!(
+        d.recommendations
+            .iter()
+            .all(|r| r.row.policy == PolicyName::Defragmentation)
+    );
+    // n2 is no bin now: only n1's 2 free GPUs count, and nothing may target n2.
+    assert_eq!(d.pools[0].free_gpus, 2);
+    assert!(
+        d.recommendations
+            .iter()
+            .all(|r| !r.placement_targets.contains(&"n2".into()))
+    );
+    let d = two_nodes()
+        .edit("Node", "n2", |n| {
+            n["status"]["conditions"][1]["lastTransitionTime"] = json!(ago(10))
+        })
+        .decide(V1);
+    let n2 = &d.nodes["node.n2"];
+    assert_eq!(n2.state, "Suspect");
+    assert_eq!(
+        n2.suspect_until.unwrap().to_string(),
+        "2026-09-28T10:35:00Z"
+    );
+}
+
+#[test]
+fn orphan_pods_on_a_node_being_left() {
+    let mut w = evacuation(6);
+    w.items.push(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "stray", "namespace": "team",
+            "labels": {"ome.io/inferenceservice": "x", "component": "engine"}},
+        "spec": {"nodeName": "u", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        "status": {"phase": "Running"}}));
+    let d = w.decide(V1);
+    let orphan = row(&d, PolicyName::Nodehealth, "team/x", -1);
+    assert_eq!(
+        orphan.row.advisory_reason,
+        Some(AdvisoryReason::OMENativeObservationInvalid)
+    );
+    assert!(orphan.detail.contains("stray"));
+}
+
+#[test]
+fn rows_serialize_in_the_last_cycle_schema() {
+    let d = two_nodes().decide(V1);
+    let c = serde_json::to_value(&defrag(&d, "team/c", 0).row).unwrap();
+    assert_eq!(
+        c,
+        json!({"workload": "team/c", "component": "engine", "instance": 0, "policy": "defragmentation",
+               "reason": "Fragmentation", "outcome": "advisory", "advisoryReason": "SimulationRecommendOnly",
+               "fromNode": "n2", "hintTargets": ["n1"], "score": c["score"]})
+    );
+    // score is always present, even at 0.
+    let d = two_nodes().decide("");
+    let a = serde_json::to_value(&defrag(&d, "team/a", 0).row).unwrap();
+    assert_eq!(a["score"], json!(0.0));
+    assert_eq!(a["advisoryReason"], json!("OMENativeUnavailable"));
+}
+
+#[test]
+fn node_record_keys() {
+    assert_eq!(node_record_key("gpu-1"), "node.gpu-1");
+    let long = "a".repeat(250);
+    let key = node_record_key(&long);
+    assert_eq!(key.len(), 253);
+    assert!(key.starts_with("node-hash.aaa"));
+    assert_ne!(
+        node_record_key(&"a".repeat(251)),
+        key,
+        "the hash tells long names apart"
+    );
+}
