@@ -8,8 +8,6 @@ use anyhow::Result;
 use clap::Args;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
-use tabled::settings::Style;
-use tabled::{Table, Tabled};
 
 use crate::{GlobalArgs, Output, render, source};
 
@@ -146,38 +144,37 @@ fn render_decision(
     Ok(out)
 }
 
-#[derive(Tabled)]
-struct PoolLine {
-    #[tabled(rename = "POOL")]
-    pool: String,
-    #[tabled(rename = "SCORE")]
-    score: String,
-    #[tabled(rename = "OBSERVED")]
-    observed: String,
-    #[tabled(rename = "RECLAIMABLE")]
-    reclaimable: String,
-    #[tabled(rename = "PENDING")]
-    pending: String,
-    #[tabled(rename = "FREE")]
-    free: i64,
-    #[tabled(rename = "LARGEST-BLOCK")]
-    largest: i64,
-    #[tabled(rename = "STATE")]
-    state: &'static str,
-}
-
 fn pools_table(d: &Decision, wide: bool, out: &mut String) -> Result<()> {
-    let lines = d.pools.iter().map(|p| PoolLine {
-        pool: p.pool.clone(),
-        score: format!("{:.3}", p.score),
-        observed: format!("{:.3}", p.observed),
-        reclaimable: format!("{:.3}", p.reclaimable),
-        pending: format!("{:.3}", p.pending_pressure),
-        free: p.free_gpus,
-        largest: p.largest_free_block,
-        state: state(p),
-    });
-    writeln!(out, "{}", Table::new(lines).with(Style::blank()))?;
+    let lines: Vec<Vec<String>> = d
+        .pools
+        .iter()
+        .map(|p| {
+            vec![
+                p.pool.clone(),
+                format!("{:.3}", p.score),
+                format!("{:.3}", p.observed),
+                format!("{:.3}", p.reclaimable),
+                format!("{:.3}", p.pending_pressure),
+                p.free_gpus.to_string(),
+                p.largest_free_block.to_string(),
+                state(p).to_string(),
+            ]
+        })
+        .collect();
+    render::columns(
+        out,
+        &[
+            "POOL",
+            "SCORE",
+            "OBSERVED",
+            "RECLAIMABLE",
+            "PENDING",
+            "FREE",
+            "LARGEST-BLOCK",
+            "STATE",
+        ],
+        &lines,
+    );
     if wide {
         for p in &d.pools {
             let part = |f: &dyn Fn(&decision::score::SizeTerm) -> String| {
@@ -215,67 +212,63 @@ fn pools_table(d: &Decision, wide: bool, out: &mut String) -> Result<()> {
     Ok(())
 }
 
-#[derive(Tabled)]
-struct RowLine {
-    #[tabled(rename = "#")]
-    n: usize,
-    #[tabled(rename = "WORKLOAD")]
-    workload: String,
-    #[tabled(rename = "COMPONENT")]
-    component: String,
-    #[tabled(rename = "INSTANCE")]
-    instance: String,
-    #[tabled(rename = "POLICY")]
-    policy: &'static str,
-    #[tabled(rename = "REASON")]
-    reason: String,
-    #[tabled(rename = "OUTCOME")]
-    outcome: &'static str,
-    #[tabled(rename = "ADVISORY-REASON")]
-    advisory: &'static str,
-    #[tabled(rename = "FROM")]
-    from: String,
-    #[tabled(rename = "HINTS")]
-    hints: String,
-    #[tabled(rename = "SCORE")]
-    score: String,
-    #[tabled(rename = "EMERGENCY")]
-    emergency: &'static str,
-}
-
 fn rows_table(
     shown: &[(usize, &decision::Recommendation)],
     wide: bool,
     out: &mut String,
 ) -> Result<()> {
-    let lines = shown.iter().map(|(k, r)| RowLine {
-        n: k + 1,
-        workload: r.row.workload.clone(),
-        component: r.row.component.to_string(),
-        instance: if r.row.instance < 0 {
-            "all".into()
-        } else {
-            r.row.instance.to_string()
-        },
-        policy: r.row.policy.as_str(),
-        reason: format!("{:?}", r.row.reason),
-        outcome: "advisory",
-        advisory: r.row.advisory_reason.map_or("-", |a| a.as_str()),
-        from: or_dash(&r.row.from_node),
-        hints: or_dash(&r.row.hint_targets.join(",")),
-        score: format!("{:.3}", r.row.score),
-        emergency: if r.row.emergency { "yes" } else { "" },
-    });
-    writeln!(out, "{}", Table::new(lines).with(Style::blank()))?;
+    let lines: Vec<Vec<String>> = shown
+        .iter()
+        .map(|(k, r)| {
+            vec![
+                (k + 1).to_string(),
+                r.row.workload.clone(),
+                r.row.component.to_string(),
+                if r.row.instance < 0 {
+                    "all".into()
+                } else {
+                    r.row.instance.to_string()
+                },
+                r.row.policy.as_str().into(),
+                format!("{:?}", r.row.reason),
+                "advisory".into(),
+                r.row.advisory_reason.map_or("-", |a| a.as_str()).into(),
+                or_dash(&r.row.from_node),
+                or_dash(&r.row.hint_targets.join(",")),
+                format!("{:.3}", r.row.score),
+                if r.row.emergency { "yes" } else { "" }.into(),
+            ]
+        })
+        .collect();
+    render::columns(
+        out,
+        &[
+            "#",
+            "WORKLOAD",
+            "COMPONENT",
+            "INSTANCE",
+            "POLICY",
+            "REASON",
+            "OUTCOME",
+            "ADVISORY-REASON",
+            "FROM",
+            "HINTS",
+            "SCORE",
+            "EMERGENCY",
+        ],
+        &lines,
+    );
     writeln!(out)?;
     writeln!(out, "Why:")?;
     // Rows that share an explanation are listed together, in order of first appearance.
     let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+    let mut group_of: std::collections::HashMap<&str, usize> = Default::default();
     for (k, r) in shown {
-        match groups.iter_mut().find(|(d, _)| *d == r.detail) {
-            Some((_, rows)) => rows.push(k + 1),
-            None => groups.push((&r.detail, vec![k + 1])),
-        }
+        let g = *group_of.entry(&r.detail).or_insert_with(|| {
+            groups.push((&r.detail, Vec::new()));
+            groups.len() - 1
+        });
+        groups[g].1.push(k + 1);
     }
     for (detail, rows) in &groups {
         writeln!(out, "  {}: {detail}", row_ranges(rows))?;
@@ -327,39 +320,36 @@ fn or_dash(s: &str) -> String {
     }
 }
 
-#[derive(Tabled)]
-struct NodeLine {
-    #[tabled(rename = "NODE")]
-    node: String,
-    #[tabled(rename = "STATE")]
-    state: String,
-    #[tabled(rename = "MAINTENANCE")]
-    maintenance: String,
-    #[tabled(rename = "OME-GPU-PODS")]
-    occupied: &'static str,
-    #[tabled(rename = "WORKLOADS")]
-    workloads: String,
-}
-
 fn nodes_table(d: &Decision, out: &mut String) -> Result<()> {
-    let lines = d.nodes.iter().map(|(key, r)| NodeLine {
-        node: key.strip_prefix("node.").unwrap_or(key).to_string(),
-        state: match r.suspect_until {
-            Some(t) => format!("{} until {t}", r.state),
-            None => r.state.clone(),
-        },
-        maintenance: or_dash(&r.maintenance.triggers.join(",")),
-        occupied: if r.ome_gpu_occupants_present {
-            "yes"
-        } else {
-            "no"
-        },
-        workloads: or_dash(&r.workloads.join(",")),
-    });
+    let lines: Vec<Vec<String>> = d
+        .nodes
+        .iter()
+        .map(|(key, r)| {
+            vec![
+                key.strip_prefix("node.").unwrap_or(key).to_string(),
+                match r.suspect_until {
+                    Some(t) => format!("{} until {t}", r.state),
+                    None => r.state.clone(),
+                },
+                or_dash(&r.maintenance.triggers.join(",")),
+                if r.ome_gpu_occupants_present {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .into(),
+                or_dash(&r.workloads.join(",")),
+            ]
+        })
+        .collect();
     writeln!(
         out,
         "Node records (nodes that are not Clear or are due for maintenance):"
     )?;
-    writeln!(out, "{}", Table::new(lines).with(Style::blank()))?;
+    render::columns(
+        out,
+        &["NODE", "STATE", "MAINTENANCE", "OME-GPU-PODS", "WORKLOADS"],
+        &lines,
+    );
     Ok(())
 }

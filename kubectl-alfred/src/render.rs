@@ -106,3 +106,31 @@ pub fn snapshot(snapshot: &Snapshot, output: Output) -> Result<()> {
     eprintln!("snapshot: {} objects", snapshot.object_count());
     Ok(())
 }
+
+/// A kubectl-style table: a header line, columns left-aligned and three spaces apart. Linear
+/// in the cells, for outputs of many thousands of rows.
+pub fn columns(out: &mut String, headers: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut text = String::new();
+        for (k, (cell, w)) in cells.zip(&widths).enumerate() {
+            if k + 1 == widths.len() {
+                text.push_str(cell);
+            } else {
+                text.push_str(cell);
+                text.extend(std::iter::repeat_n(' ', w - cell.chars().count() + 3));
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(&mut headers.iter().copied());
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
+    }
+}

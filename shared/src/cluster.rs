@@ -300,6 +300,10 @@ impl<'s> Cluster<'s> {
         cluster
     }
 
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.node_by_name.get(name).copied()
+    }
+
     pub fn node(&self, name: &str) -> Option<&NodeView<'s>> {
         self.node_by_name.get(name).map(|&i| &self.nodes[i])
     }

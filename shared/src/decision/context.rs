@@ -2,6 +2,8 @@
 //! leniently), its last migration, requests pending on it, and each component's runtime and
 //! model access.
 
+use std::collections::HashMap;
+
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::access::{self, ModelAccess};
@@ -141,6 +143,8 @@ pub struct Context<'c, 's> {
     pub access: Vec<ModelAccess>,
     /// By component index: the runtime's config of the component, when there is one.
     pub runtime: Vec<Option<&'s ComponentSpec>>,
+    /// By pool: the nodes available as targets, fullest first (name breaks ties).
+    pub pool_order: HashMap<String, Vec<usize>>,
 }
 
 impl<'c, 's> Context<'c, 's> {
@@ -163,6 +167,23 @@ impl<'c, 's> Context<'c, 's> {
                 snapshot.runtime_component(w.namespace, w.isvc, c.kind)
             })
             .collect();
+        let pool_order = cluster
+            .pools
+            .iter()
+            .map(|pool| {
+                let mut nodes: Vec<usize> = pool
+                    .nodes
+                    .iter()
+                    .copied()
+                    .filter(|&n| !cluster.nodes[n].unavailable_as_target())
+                    .collect();
+                nodes.sort_by(|&a, &b| {
+                    let (a, b) = (&cluster.nodes[a], &cluster.nodes[b]);
+                    a.gpu_free.cmp(&b.gpu_free).then_with(|| a.name.cmp(b.name))
+                });
+                (pool.name.clone(), nodes)
+            })
+            .collect();
         Context {
             cluster,
             snapshot,
@@ -170,6 +191,7 @@ impl<'c, 's> Context<'c, 's> {
             workloads,
             access,
             runtime,
+            pool_order,
         }
     }
 

@@ -217,24 +217,35 @@ fn omenative(
         }
     };
     // Fragmentation before and after: the new pods take their targets' GPUs, the old pods
-    // give theirs back.
-    let before = pool.bin_pairs();
-    let mut after = before.clone();
-    let bin_of = |node: usize| pool.bins.iter().position(|b| b.index == node);
+    // give theirs back (up to the bin's capacity; nodes that are no bin do not count).
+    let mut changes: Vec<(usize, i64)> = Vec::new(); // (bin, free after)
+    let mut change = |b: usize, f: &dyn Fn(i64, i64) -> i64| {
+        let bin = &pool.bins[b];
+        match changes.iter_mut().find(|c| c.0 == b) {
+            Some(c) => c.1 = f(c.1, bin.capacity),
+            None => changes.push((b, f(bin.free, bin.capacity))),
+        }
+    };
     for &(p, n) in &plan.placements {
-        if let Some(b) = bin_of(n) {
-            after[b].1 -= cluster.pods[p].gpus;
+        if let Some(b) = pool.bin_of(n) {
+            let gpus = cluster.pods[p].gpus;
+            change(b, &|free, _| free - gpus);
         }
     }
     for &(p, _) in &plan.placements {
         let home = cluster.pods[p]
             .node
-            .and_then(|name| pool.bins.iter().position(|b| b.node == name));
-        if let Some(b) = home {
-            after[b].1 = (after[b].1 + cluster.pods[p].gpus).min(after[b].0);
+            .and_then(|name| cluster.node_index(name));
+        if let Some(b) = home.and_then(|h| pool.bin_of(h)) {
+            let gpus = cluster.pods[p].gpus;
+            change(b, &|free, cap| (free + gpus).min(cap));
         }
     }
-    let benefit = pool.measure.fragmentation(&before) - pool.measure.fragmentation(&after);
+    let deltas: Vec<(i64, i64, i64)> = changes
+        .iter()
+        .map(|&(b, after)| (pool.bins[b].capacity, pool.bins[b].free, after))
+        .collect();
+    let benefit = pool.observed - pool.measure.fragmentation_after(&pool.shares, &deltas);
     let cost = config.defragmentation.aggressiveness.cost_weight() * BASE_COST;
     let mut score = benefit - cost;
     let hints: Vec<String> = plan
@@ -286,7 +297,8 @@ fn omenative(
         return r;
     }
     let mut boosts = Vec::new();
-    if let Some(pod) = emergency(ctx, pool, i, &after) {
+    let largest_after = changes.iter().map(|c| c.1).max().unwrap_or(0);
+    if let Some(pod) = emergency(ctx, pool, i, largest_after) {
         score *= EMERGENCY_BOOST;
         row.emergency = true;
         boosts.push(format!("emergency: it makes room for pending pod {pod}"));
@@ -320,11 +332,12 @@ fn omenative(
 
 /// A pending pod the move would seat that fits nowhere now: older than the emergency age, in
 /// the moved workload's namespace or tenant group, too large for any bin now, not after.
+/// `largest_changed` is the most free GPUs on a bin the move changes.
 fn emergency(
     ctx: &Context<'_, '_>,
     pool: &PoolScore,
     i: usize,
-    after: &[(i64, i64)],
+    largest_changed: i64,
 ) -> Option<String> {
     let cluster = ctx.cluster;
     let config: &Config = ctx.config;
@@ -332,13 +345,13 @@ fn emergency(
     let namespace =
         &cluster.workloads[cluster.components[cluster.instances[i].component].workload].namespace;
     let largest_now = pool.bins.iter().map(|b| b.free).max().unwrap_or(0);
-    let largest_after = after.iter().map(|b| b.1).max().unwrap_or(0);
     cluster
         .pending
         .iter()
         .filter(|p| p.pool.as_deref().is_none_or(|name| name == pool.pool))
         .filter(|p| p.age_minutes(ctx.now()) > config.emergency_pending_age_minutes as f64)
-        .filter(|p| p.gpus > largest_now && p.gpus <= largest_after)
+        // Bins the move leaves alone seat no more than now, so only a changed bin can seat it.
+        .filter(|p| p.gpus > largest_now && p.gpus <= largest_changed)
         .find(|p| {
             let pod = &cluster.pods[p.pod];
             if pod.namespace == *namespace {

@@ -17,6 +17,10 @@ use crate::solver::{
 /// Room the reach dimensions never run out of on allowed nodes.
 const OPEN: f64 = 1e9;
 
+/// The candidate nodes per Instance the solver weighs: more than one plan lists, so moves off
+/// the same nodes can spread further than the fullest few.
+const JOINT_TARGETS: usize = 64;
+
 /// Plans the Instances' moves together; one result per Instance, in the given order.
 pub fn plan_together(ctx: &Context<'_, '_>, instances: &[usize]) -> Vec<Result<SurgePlan, String>> {
     let mut results: Vec<Option<Result<SurgePlan, String>>> = vec![None; instances.len()];
@@ -32,7 +36,7 @@ pub fn plan_together(ctx: &Context<'_, '_>, instances: &[usize]) -> Vec<Result<S
         let mut active: Vec<usize> = Vec::new();
         for &k in members {
             let i = instances[k];
-            let targets = surge::targets(ctx, i);
+            let targets = surge::targets(ctx, i, surge::LISTED_TARGETS);
             let pods = surge::gpu_pods(ctx, i);
             if pods.is_empty() {
                 results[k] = Some(Ok(SurgePlan {
@@ -92,7 +96,7 @@ fn solve_group(
     let mut problem = Problem::new();
     let targets: BTreeMap<usize, Vec<usize>> = active
         .iter()
-        .map(|&k| (k, surge::targets(ctx, instances[k])))
+        .map(|&k| (k, surge::targets(ctx, instances[k], JOINT_TARGETS)))
         .collect();
     // Real nodes: every node some Instance may use, at its free GPUs.
     let mut real: BTreeMap<usize, usize> = BTreeMap::new();

@@ -30,19 +30,41 @@ pub struct Measure {
 }
 
 impl Measure {
-    /// Size-s Instances the bins' free GPUs can seat.
-    pub fn slots(&self, size: i64, bins: impl Iterator<Item = (i64, i64)>) -> i64 {
+    /// One bin's share of the size-s slots: the size-s Instances it seats, or for sizes larger
+    /// than any node, 1 when it is a whole empty node of the largest shape.
+    fn per_bin(&self, size: i64, capacity: i64, free: i64) -> i64 {
         if size <= self.max_capacity {
-            bins.map(|(_, free)| free.max(0) / size).sum()
+            free.max(0) / size
+        } else {
+            i64::from(capacity == self.max_capacity && free >= capacity)
+        }
+    }
+
+    /// Slots from the bins' summed shares: larger-than-node sizes take several whole nodes.
+    fn slots_from(&self, size: i64, shares: i64) -> i64 {
+        if size <= self.max_capacity {
+            shares
         } else if self.max_capacity <= 0 {
             0
         } else {
-            // Larger than any node: whole empty nodes of the largest shape, several per slot.
-            let whole = bins
-                .filter(|&(cap, free)| cap == self.max_capacity && free >= cap)
-                .count() as i64;
-            whole / ((size + self.max_capacity - 1) / self.max_capacity)
+            shares / ((size + self.max_capacity - 1) / self.max_capacity)
         }
+    }
+
+    /// The bins' summed shares for each ladder size (see `fragmentation_after`).
+    pub fn shares(&self, bins: &[(i64, i64)]) -> Vec<i64> {
+        self.sizes
+            .iter()
+            .map(|&s| bins.iter().map(|&(c, f)| self.per_bin(s, c, f)).sum())
+            .collect()
+    }
+
+    /// Size-s Instances the bins' free GPUs can seat.
+    pub fn slots(&self, size: i64, bins: &[(i64, i64)]) -> i64 {
+        self.slots_from(
+            size,
+            bins.iter().map(|&(c, f)| self.per_bin(size, c, f)).sum(),
+        )
     }
 
     /// frag(s) = max(0, 1 - slots(s) * s / total free), 0 when nothing is free.
@@ -55,10 +77,23 @@ impl Measure {
 
     /// The weighted fragmentation of bins given as (capacity, free).
     pub fn fragmentation(&self, bins: &[(i64, i64)]) -> f64 {
+        self.fragmentation_after(&self.shares(bins), &[])
+    }
+
+    /// The weighted fragmentation after some bins change, from the shares before: only the
+    /// changed bins (capacity, free before, free after) are recounted, so a move costs
+    /// O(ladder) whatever the pool's size.
+    pub fn fragmentation_after(&self, shares: &[i64], changes: &[(i64, i64, i64)]) -> f64 {
         self.sizes
             .iter()
             .zip(&self.weights)
-            .map(|(&s, &w)| w * self.frag(s, self.slots(s, bins.iter().copied())))
+            .zip(shares)
+            .map(|((&s, &w), &base)| {
+                let shares = changes.iter().fold(base, |acc, &(cap, old, new)| {
+                    acc - self.per_bin(s, cap, old) + self.per_bin(s, cap, new)
+                });
+                w * self.frag(s, self.slots_from(s, shares))
+            })
             .sum()
     }
 
@@ -122,11 +157,15 @@ pub struct PoolScore {
     pub bins: Vec<Bin>,
     #[serde(skip)]
     pub measure: Measure,
+    /// The bins' shares per ladder size now (`Measure::fragmentation_after`).
+    #[serde(skip)]
+    pub shares: Vec<i64>,
 }
 
 impl PoolScore {
-    pub fn bin_pairs(&self) -> Vec<(i64, i64)> {
-        self.bins.iter().map(|b| (b.capacity, b.free)).collect()
+    /// The bin of a node, if the node is one.
+    pub fn bin_of(&self, node: usize) -> Option<usize> {
+        self.bins.binary_search_by_key(&node, |b| b.index).ok()
     }
 }
 
@@ -218,8 +257,8 @@ fn score_pool(ctx: &Context<'_, '_>, pool: &Pool, movable: &[bool]) -> PoolScore
     let mut sizes = Vec::with_capacity(ladder.len());
     let (mut observed, mut best) = (0.0, 0.0);
     for (k, &s) in ladder.iter().enumerate() {
-        let observed_slots = measure.slots(s, observed_bins.iter().copied());
-        let best_slots = measure.slots(s, best_bins.iter().copied());
+        let observed_slots = measure.slots(s, &observed_bins);
+        let best_slots = measure.slots(s, &best_bins);
         let term = SizeTerm {
             size: s,
             demand: demand[k],
@@ -273,6 +312,7 @@ fn score_pool(ctx: &Context<'_, '_>, pool: &Pool, movable: &[bool]) -> PoolScore
         sizes,
         repackable_pending,
         movable_instances,
+        shares: measure.shares(&observed_bins),
         bins,
         measure,
     }
@@ -290,8 +330,11 @@ fn repack(
 ) -> (Vec<(i64, i64)>, usize) {
     let cluster = ctx.cluster;
     let mut free: Vec<i64> = bins.iter().map(|b| b.free).collect();
-    let bin_of = |node: Option<&str>| node.and_then(|n| bins.iter().position(|b| b.node == n));
-    let mut items: Vec<(i64, String, usize)> = Vec::new();
+    let bin_of = |node: Option<&str>| {
+        let index = cluster.node_index(node?)?;
+        bins.binary_search_by_key(&index, |b| b.index).ok()
+    };
+    let mut items: Vec<(i64, (&str, &str), usize)> = Vec::new();
     let mut count = 0;
     for (i, instance) in cluster.instances.iter().enumerate() {
         let component = &cluster.components[instance.component];
@@ -314,7 +357,7 @@ fn repack(
                 continue;
             };
             free[home] += pod.gpus;
-            items.push((pod.gpus, format!("{}/{}", pod.namespace, pod.name), home));
+            items.push((pod.gpus, (pod.namespace, pod.name), home));
         }
     }
     items.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
@@ -324,13 +367,11 @@ fn repack(
             .cmp(&free[b])
             .then_with(|| bins[a].node.cmp(&bins[b].node))
     });
+    // Free never exceeds capacity here, so "free >= gpus" is the whole fit test.
+    let mut first_fit = FirstFit::new(order.iter().map(|&b| free[b]).collect());
     for (gpus, _, home) in items {
-        match order
-            .iter()
-            .copied()
-            .find(|&b| free[b] >= gpus && gpus <= bins[b].capacity)
-        {
-            Some(b) => free[b] -= gpus,
+        match first_fit.take(gpus) {
+            Some(k) => free[order[k]] -= gpus,
             None => free[home] = (free[home] - gpus).max(0),
         }
     }
@@ -341,4 +382,64 @@ fn repack(
             .collect(),
         count,
     )
+}
+
+/// First fit in a fixed order in O(log n): a max-tree over the bins' free GPUs finds the first
+/// bin with enough room.
+struct FirstFit {
+    leaves: usize,
+    tree: Vec<i64>,
+}
+
+impl FirstFit {
+    fn new(free: Vec<i64>) -> FirstFit {
+        let leaves = free.len().next_power_of_two().max(1);
+        let mut tree = vec![i64::MIN; 2 * leaves];
+        tree[leaves..leaves + free.len()].copy_from_slice(&free);
+        for i in (1..leaves).rev() {
+            tree[i] = tree[2 * i].max(tree[2 * i + 1]);
+        }
+        FirstFit { leaves, tree }
+    }
+
+    /// Takes `amount` from the first bin that has it; its position, if any.
+    fn take(&mut self, amount: i64) -> Option<usize> {
+        if self.tree[1] < amount {
+            return None;
+        }
+        let mut i = 1;
+        while i < self.leaves {
+            i = if self.tree[2 * i] >= amount {
+                2 * i
+            } else {
+                2 * i + 1
+            };
+        }
+        self.tree[i] -= amount;
+        let position = i - self.leaves;
+        while i > 1 {
+            i /= 2;
+            self.tree[i] = self.tree[2 * i].max(self.tree[2 * i + 1]);
+        }
+        Some(position)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FirstFit;
+
+    #[test]
+    fn first_fit_takes_from_the_first_bin_with_room() {
+        let mut f = FirstFit::new(vec![1, 4, 2, 8, 3]);
+        assert_eq!(f.take(2), Some(1));
+        assert_eq!(f.take(2), Some(1));
+        assert_eq!(f.take(2), Some(2));
+        assert_eq!(f.take(5), Some(3));
+        assert_eq!(f.take(4), None);
+        assert_eq!(f.take(3), Some(3));
+        assert_eq!(f.take(3), Some(4));
+        assert_eq!(f.take(1), Some(0));
+        assert_eq!(f.take(1), None);
+    }
 }

@@ -8,7 +8,8 @@ use crate::annotations::SpotPolicy;
 /// Where a move's new pods would go.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SurgePlan {
-    /// Every node the move may target (indices into the cluster's nodes), fullest first.
+    /// The nodes the move may target (indices into the cluster's nodes), fullest first: the
+    /// first `LISTED_TARGETS` of them, and any further ones the placements use.
     pub targets: Vec<usize>,
     /// The planned node of each GPU pod (pod index, node index), largest pod first.
     pub placements: Vec<(usize, usize)>,
@@ -30,18 +31,24 @@ pub fn gpu_pods(ctx: &Context<'_, '_>, instance: usize) -> Vec<usize> {
     pods
 }
 
+/// How many targets a plan lists: enough for the hints, the arbiter's choices and people;
+/// scanning goes further when the pods need it.
+pub const LISTED_TARGETS: usize = 16;
+
 /// Nodes that may take the Instance's new pods, fullest first: in its pool, not one of its
 /// own nodes, available as a target, not preemptible when avoided, able to reach the model,
-/// with room for its smallest pod.
-pub fn targets(ctx: &Context<'_, '_>, instance: usize) -> Vec<usize> {
+/// with room for its smallest pod. Lazy: a pool's nodes are sorted once (`Context`).
+pub fn candidates<'a>(
+    ctx: &'a Context<'_, '_>,
+    instance: usize,
+) -> impl Iterator<Item = usize> + 'a {
     let cluster = ctx.cluster;
     let inst = &cluster.instances[instance];
-    let Some(pool) = inst.pool.as_deref() else {
-        return Vec::new();
-    };
-    let Some(pool) = cluster.pools.iter().find(|p| p.name == pool) else {
-        return Vec::new();
-    };
+    let order: &[usize] = inst
+        .pool
+        .as_deref()
+        .and_then(|p| ctx.pool_order.get(p))
+        .map_or(&[], Vec::as_slice);
     let smallest = gpu_pods(ctx, instance)
         .iter()
         .map(|&p| cluster.pods[p].gpus)
@@ -50,23 +57,17 @@ pub fn targets(ctx: &Context<'_, '_>, instance: usize) -> Vec<usize> {
     let avoid_spot = ctx.config.spot_policy.avoid_as_target
         || ctx.settings_of(instance).spot_policy == Some(SpotPolicy::Avoid);
     let access = &ctx.access[inst.component];
-    let mut targets: Vec<usize> = pool
-        .nodes
-        .iter()
-        .copied()
-        .filter(|&n| {
-            let node = &cluster.nodes[n];
-            node.is_bin(avoid_spot)
-                && !inst.nodes.iter().any(|s| s == node.name)
-                && node.gpu_free >= smallest
-                && access.allows(node)
-        })
-        .collect();
-    targets.sort_by(|&a, &b| {
-        let (a, b) = (&cluster.nodes[a], &cluster.nodes[b]);
-        a.gpu_free.cmp(&b.gpu_free).then_with(|| a.name.cmp(b.name))
-    });
-    targets
+    let first = order.partition_point(|&n| cluster.nodes[n].gpu_free < smallest);
+    order[first..].iter().copied().filter(move |&n| {
+        let node = &cluster.nodes[n];
+        // The pool order holds only nodes available as targets.
+        node.is_bin(avoid_spot) && !inst.nodes.iter().any(|s| s == node.name) && access.allows(node)
+    })
+}
+
+/// The first `limit` candidate targets.
+pub fn targets(ctx: &Context<'_, '_>, instance: usize, limit: usize) -> Vec<usize> {
+    candidates(ctx, instance).take(limit).collect()
 }
 
 /// Plans the move greedily: each pod, largest first, onto the first target with room left.
@@ -77,17 +78,30 @@ pub fn plan(ctx: &Context<'_, '_>, instance: usize) -> Result<SurgePlan, String>
     if inst.pool.is_none() {
         return Err("its GPU pods are not all in one pool".into());
     }
-    let targets = targets(ctx, instance);
-    let mut room: Vec<i64> = targets.iter().map(|&n| cluster.nodes[n].gpu_free).collect();
+    let mut more = candidates(ctx, instance);
+    let mut scanned: Vec<(usize, i64)> = Vec::new();
     let mut placements = Vec::new();
     for p in gpu_pods(ctx, instance) {
         let gpus = cluster.pods[p].gpus;
-        let Some(k) = room.iter().position(|&r| r >= gpus) else {
-            return Err(no_room(ctx, instance, p, &targets));
+        let found = match scanned.iter().position(|&(_, room)| room >= gpus) {
+            Some(k) => Some(k),
+            None => loop {
+                let Some(n) = more.next() else { break None };
+                scanned.push((n, cluster.nodes[n].gpu_free));
+                if cluster.nodes[n].gpu_free >= gpus {
+                    break Some(scanned.len() - 1);
+                }
+            },
         };
-        room[k] -= gpus;
-        placements.push((p, targets[k]));
+        let Some(k) = found else {
+            let listed: Vec<usize> = scanned.iter().map(|s| s.0).collect();
+            return Err(no_room(ctx, instance, p, &listed));
+        };
+        scanned[k].1 -= gpus;
+        placements.push((p, scanned[k].0));
     }
+    let mut targets: Vec<usize> = scanned.iter().map(|s| s.0).take(LISTED_TARGETS).collect();
+    targets.extend(more.take(LISTED_TARGETS.saturating_sub(targets.len())));
     Ok(SurgePlan {
         targets,
         placements,

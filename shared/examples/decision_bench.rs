@@ -1,0 +1,84 @@
+//! Benchmark of the decision pass: a synthetic cluster (default 10,000 8-GPU nodes, 30,000
+//! Instances, 1,000 pending pods), every Instance eligible (`migration.apiVersion: v1`), so
+//! the pass scores both pools, plans a move for each Instance and weighs it. Prints the pass's
+//! time over several runs (median and range) and peak memory; `--write FILE` keeps the snapshot
+//! for timing `kubectl alfred recommend -f FILE` end to end.
+//!
+//!     cargo run --release -p alfred-shared --example decision_bench -- [NODES] [INSTANCES] [PENDING] [--write FILE]
+
+use std::time::Instant;
+
+#[path = "common/synthetic.rs"]
+mod synthetic;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use alfred::cluster::Cluster;
+use alfred::config::Config;
+use alfred::decision::decide;
+use alfred::snapshot::Snapshot;
+
+const RUNS: usize = 7;
+
+fn runs() -> usize {
+    std::env::var("RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(RUNS)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let number =
+        |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let (nodes, instances, pending) = (number(0, 10_000), number(1, 30_000), number(2, 1_000));
+    let text = synthetic::generate(nodes, instances + pending, pending);
+    if let Some(path) = args
+        .iter()
+        .position(|a| a == "--write")
+        .and_then(|i| args.get(i + 1))
+    {
+        std::fs::write(path, &text).expect("write snapshot");
+        println!("snapshot written to {path}");
+    }
+    let snapshot = Snapshot::parse(&text).expect("parse");
+    drop(text);
+    let config = Config::parse("schemaVersion: 1\nmigration: {apiVersion: v1}\n").expect("config");
+    let now = "2026-09-28T10:15:00Z".parse().unwrap();
+    let cluster = Cluster::build(&snapshot, &config, now);
+    println!(
+        "cluster: {} nodes, {} instances, {} pending pods",
+        cluster.nodes.len(),
+        cluster.instances.len(),
+        cluster.pending.len()
+    );
+    let mut times = Vec::new();
+    let mut rows = 0;
+    for _ in 0..runs() {
+        let start = Instant::now();
+        let decision = decide(&cluster, &snapshot, &config);
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+        rows = decision.recommendations.len();
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "decision pass: median {:.0} ms (min {:.0}, max {:.0}) over {} runs; {rows} rows",
+        times[times.len() / 2],
+        times[0],
+        times[times.len() - 1],
+        times.len()
+    );
+    if let Some(kib) = peak_rss_kib() {
+        println!(
+            "peak RSS: {:.0} MiB (snapshot text, parsed snapshot and model included)",
+            kib as f64 / 1024.0
+        );
+    }
+}
+
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
