@@ -145,6 +145,8 @@ pub struct Context<'c, 's> {
     pub runtime: Vec<Option<&'s ComponentSpec>>,
     /// By pool: the nodes available as targets, fullest first (name breaks ties).
     pub pool_order: HashMap<String, Vec<usize>>,
+    /// By model label: which nodes (by index) have the model `Ready`.
+    model_ready: HashMap<String, Vec<bool>>,
 }
 
 impl<'c, 's> Context<'c, 's> {
@@ -154,7 +156,7 @@ impl<'c, 's> Context<'c, 's> {
             .iter()
             .map(|w| WorkloadSettings::read(w, cluster, config))
             .collect();
-        let access = cluster
+        let access: Vec<ModelAccess> = cluster
             .components
             .iter()
             .map(|c| access::resolve(cluster, snapshot, c))
@@ -184,6 +186,18 @@ impl<'c, 's> Context<'c, 's> {
                 (pool.name.clone(), nodes)
             })
             .collect();
+        let mut model_ready: HashMap<String, Vec<bool>> = HashMap::new();
+        for a in &access {
+            if let ModelAccess::NodesLabelled { key } = a {
+                model_ready.entry(key.clone()).or_insert_with(|| {
+                    cluster
+                        .nodes
+                        .iter()
+                        .map(|n| n.label(key) == Some("Ready"))
+                        .collect()
+                });
+            }
+        }
         Context {
             cluster,
             snapshot,
@@ -192,6 +206,15 @@ impl<'c, 's> Context<'c, 's> {
             access,
             runtime,
             pool_order,
+            model_ready,
+        }
+    }
+
+    /// May the component's new pods run on the node (index)? Its model must be reachable there.
+    pub fn model_allows(&self, component: usize, node: usize) -> bool {
+        match &self.access[component] {
+            ModelAccess::NodesLabelled { key } => self.model_ready[key][node],
+            access => access.allows(&self.cluster.nodes[node]),
         }
     }
 

@@ -56,12 +56,14 @@ pub fn candidates<'a>(
         .unwrap_or(0);
     let avoid_spot = ctx.config.spot_policy.avoid_as_target
         || ctx.settings_of(instance).spot_policy == Some(SpotPolicy::Avoid);
-    let access = &ctx.access[inst.component];
+    let component = inst.component;
     let first = order.partition_point(|&n| cluster.nodes[n].gpu_free < smallest);
     order[first..].iter().copied().filter(move |&n| {
         let node = &cluster.nodes[n];
         // The pool order holds only nodes available as targets.
-        node.is_bin(avoid_spot) && !inst.nodes.iter().any(|s| s == node.name) && access.allows(node)
+        node.is_bin(avoid_spot)
+            && !inst.nodes.iter().any(|s| s == node.name)
+            && ctx.model_allows(component, n)
     })
 }
 
