@@ -1,5 +1,6 @@
 //! `kubectl alfred`: defragmentation, node health, drains and rollouts for OME GPU clusters.
 
+mod explain;
 mod live;
 mod recommend;
 mod render;
@@ -71,6 +72,12 @@ enum Command {
     /// One decision pass as advice: each GPU pool's fragmentation score, the moves Alfred
     /// would plan and why each is or is not made, and the nodes that need attention.
     Recommend(recommend::RecommendArgs),
+    /// Why an Instance is (not) moved: every eligibility check with its verdict, the nodes it
+    /// runs on, the best targets, and what the pass recommends about it.
+    Explain(explain::ExplainArgs),
+    /// The joint plan that empties nodes of OME Instances: each Instance's targets, or why it
+    /// cannot move, and whether each node empties. Exits 1 when one cannot.
+    Drain(explain::DrainArgs),
     /// Write the live cluster as a snapshot file that any command can replay with -f.
     Snapshot,
     /// Solve an assignment problem file (-f) with the drain solver: containers, objects,
@@ -126,6 +133,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Solve => solve::run(&cli.global)?,
         Command::Recommend(args) => recommend::run(&args, &cli.global).await?,
+        Command::Explain(args) => explain::run_explain(&args, &cli.global).await?,
+        Command::Drain(args) => explain::run_drain(&args, &cli.global).await?,
         Command::Rollout(command) => rollout::run(&command, &cli.global).await?,
     }
     Ok(ExitCode::SUCCESS)

@@ -793,3 +793,135 @@ fn node_record_keys() {
         "the hash tells long names apart"
     );
 }
+
+fn drain_of(
+    w: &World,
+    config: &str,
+    nodes: &[&str],
+    goal: Option<alfred::solver::ToFreeFormula>,
+) -> alfred::decision::drain::DrainReport {
+    use alfred::decision::Context;
+    use alfred::decision::drain::{DrainOptions, drain};
+    let snapshot =
+        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": w.items}).to_string())
+            .unwrap();
+    let config = Config::parse(&format!("schemaVersion: 1\n{config}")).unwrap();
+    let cluster = Cluster::build(&snapshot, &config, w.now.parse().unwrap());
+    let ctx = Context::new(&cluster, &snapshot, &config);
+    let options = DrainOptions {
+        nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        count_pods: false,
+        goal,
+    };
+    drain(&ctx, &options).unwrap()
+}
+
+#[test]
+fn drains_plan_jointly_and_say_which_nodes_empty() {
+    // d1 holds x (4), d2 holds y (2) and z (2); t has 4 free, and nothing may land on d1 or d2.
+    let w = World::new()
+        .node("d1", 8)
+        .node("d2", 8)
+        .node("t", 8)
+        .omenative("team", "x", &[("d1", 4)])
+        .omenative("team", "y", &[("d2", 2)])
+        .omenative("team", "z", &[("d2", 2)])
+        .omenative("team", "fill", &[("t", 4)]);
+    // Migration API or not, a drain plans (the command says how the moves would run).
+    let r = drain_of(&w, "", &["d1", "d2"], None);
+    let moved: i64 = r
+        .moves
+        .iter()
+        .filter(|m| !m.placements.is_empty())
+        .map(|m| m.gpus)
+        .sum();
+    assert_eq!(moved, 4, "t takes 4 GPUs, no more: {r:#?}");
+    assert!(
+        r.moves
+            .iter()
+            .all(|m| m.placements.iter().all(|p| p.node == "t"))
+    );
+    assert!(!r.complete);
+    assert!(
+        r.moves
+            .iter()
+            .filter(|m| m.placements.is_empty())
+            .all(|m| m.reason == Some(AdvisoryReason::NoSurgeHeadroom))
+    );
+    // With room for everything, both nodes empty.
+    let r = drain_of(&w.clone().node("t2", 8), "", &["d1", "d2"], None);
+    assert!(r.complete, "{r:#?}");
+    // As a goal emptying whole nodes: one node empties, the other keeps its Instances.
+    let r = drain_of(
+        &w,
+        "",
+        &["d1", "d2"],
+        Some(alfred::solver::ToFreeFormula::MinimizeOccupiedContainers),
+    );
+    assert_eq!(r.nodes.iter().filter(|n| n.emptied).count(), 1, "{r:#?}");
+    // A node that does not exist is named.
+    use alfred::decision::Context;
+    let snapshot =
+        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": w.items}).to_string())
+            .unwrap();
+    let config = Config::default();
+    let cluster = Cluster::build(&snapshot, &config, NOW.parse().unwrap());
+    let ctx = Context::new(&cluster, &snapshot, &config);
+    let err = alfred::decision::drain::drain(
+        &ctx,
+        &alfred::decision::drain::DrainOptions {
+            nodes: vec!["nope".into()],
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(err.contains("node nope is not in the cluster"), "{err}");
+}
+
+#[test]
+fn explain_lists_every_check_and_the_pass_rows() {
+    use alfred::decision::explain::{Selector, explain};
+    use alfred::decision::{Context, decide_with};
+    assert!(Selector::parse("team").is_err());
+    assert!(
+        Selector::parse("team/a/gpu")
+            .unwrap_err()
+            .contains("not engine, decoder or router")
+    );
+    assert!(Selector::parse("team/a/engine/-1").is_err());
+    let w = eligible().annotate("a", "alfred.ome.io/movable", "false");
+    let snapshot =
+        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": w.items}).to_string())
+            .unwrap();
+    let config = Config::parse("schemaVersion: 1\nmigration: {apiVersion: v1}\n").unwrap();
+    let cluster = Cluster::build(&snapshot, &config, NOW.parse().unwrap());
+    let ctx = Context::new(&cluster, &snapshot, &config);
+    let decision = decide_with(&ctx);
+    let e = explain(&ctx, &decision, &Selector::parse("team/a").unwrap()).unwrap();
+    assert_eq!(e.len(), 1);
+    let failed: Vec<&str> = e[0]
+        .checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.check)
+        .collect();
+    assert_eq!(failed, vec!["movable"]);
+    assert_eq!(e[0].checks.last().unwrap().check, "surge headroom");
+    assert_eq!(e[0].targets[0].node, "n2");
+    assert_eq!(
+        e[0].recommendations[0].advisory_reason,
+        Some(AdvisoryReason::OMENativeStateIneligible)
+    );
+    let missing = explain(&ctx, &decision, &Selector::parse("team/gone").unwrap()).unwrap_err();
+    assert!(
+        missing.contains("no InferenceService team/gone"),
+        "{missing}"
+    );
+    let no_index = explain(
+        &ctx,
+        &decision,
+        &Selector::parse("team/a/engine/5").unwrap(),
+    )
+    .unwrap_err();
+    assert!(no_index.contains("has no Instance 5"), "{no_index}");
+}

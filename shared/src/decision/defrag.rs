@@ -205,7 +205,7 @@ fn omenative(
             ),
         );
     }
-    let plan = match surge::plan(ctx, i) {
+    let plan = match surge::plan(ctx, i, &[]) {
         Ok(plan) => plan,
         Err(why) => {
             return Recommendation::advice(

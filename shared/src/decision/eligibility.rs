@@ -16,6 +16,9 @@ pub enum Purpose {
     Defragmentation,
     /// Node health does not (the arbiter applies its floor).
     NodeHealth,
+    /// A drain plan: what it takes to empty nodes, whether or not OME's migration API is
+    /// configured yet (the plan says so once, not per Instance).
+    Drain,
 }
 
 pub type Verdict = Result<Cow<'static, str>, (AdvisoryReason, String)>;
@@ -273,17 +276,19 @@ fn evaluate(
             pass("no rollout under way")
         }
     );
-    check!(
-        "migration API",
-        if config.migration_api_available() {
-            pass("migration.apiVersion is v1")
-        } else {
-            fail(
-                OMENativeUnavailable,
-                "migration.apiVersion is not v1: OMENative migration is not configured, so every move is advice".into(),
-            )
-        }
-    );
+    if purpose != Purpose::Drain {
+        check!(
+            "migration API",
+            if config.migration_api_available() {
+                pass("migration.apiVersion is v1")
+            } else {
+                fail(
+                    OMENativeUnavailable,
+                    "migration.apiVersion is not v1: OMENative migration is not configured, so every move is advice".into(),
+                )
+            }
+        );
+    }
     let Some(row) = instance.row.filter(|_| !instance.pods.is_empty()) else {
         visit(
             "Instance observed",

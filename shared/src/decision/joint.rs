@@ -1,10 +1,10 @@
 //! Joint plans: when several Instances must leave the same nodes (an unhealthy node, a drain),
 //! their new pods are placed together with the solver, so no two moves count on the same free
 //! GPUs. Each moving pod starts in a stand-in for the node it leaves (its old pod keeps running
-//! through the surge, so leaving frees nothing); a ToFreeSpec constraint drains the stand-ins,
-//! capacity holds on the real nodes at their free GPUs, and one dimension per Instance keeps
-//! its pods on the nodes it may use. An Instance moves whole or not at all: one the solver
-//! cannot place entirely is set aside and the rest are planned again.
+//! through the surge, so leaving frees nothing); a ToFreeSpec drains the stand-ins, capacity
+//! holds on the real nodes at their free GPUs, and one dimension per Instance keeps its pods on
+//! the nodes it may use. An Instance moves whole or not at all: one the solver places only in
+//! part is set aside and the rest are planned again.
 
 use std::collections::BTreeMap;
 
@@ -21,8 +21,29 @@ const OPEN: f64 = 1e9;
 /// the same nodes can spread further than the fullest few.
 const JOINT_TARGETS: usize = 64;
 
+#[derive(Clone, Debug, Default)]
+pub struct JointOptions {
+    /// Nodes that take nothing (the nodes being drained), by index.
+    pub exclude: Vec<usize>,
+    /// Drive the stand-ins' pod count to zero instead of their GPUs (they differ only in goals).
+    pub count_pods: bool,
+    /// Emptying is a goal with this formula rather than a constraint: with
+    /// `MinimizeOccupiedContainers`, as many whole nodes as room allows.
+    pub goal: Option<ToFreeFormula>,
+}
+
+/// Why an Instance has no plan when planned jointly.
+pub const TAKEN: &str =
+    "the free GPUs it needs are taken by the other moves planned off the same nodes";
+pub const STAYS: &str =
+    "the plan leaves it in place: there is room to empty other nodes wholly, not this one too";
+
 /// Plans the Instances' moves together; one result per Instance, in the given order.
-pub fn plan_together(ctx: &Context<'_, '_>, instances: &[usize]) -> Vec<Result<SurgePlan, String>> {
+pub fn plan_together(
+    ctx: &Context<'_, '_>,
+    instances: &[usize],
+    options: &JointOptions,
+) -> Vec<Result<SurgePlan, String>> {
     let mut results: Vec<Option<Result<SurgePlan, String>>> = vec![None; instances.len()];
     // Pools never share GPUs: plan each apart.
     let mut by_pool: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -35,36 +56,41 @@ pub fn plan_together(ctx: &Context<'_, '_>, instances: &[usize]) -> Vec<Result<S
     for members in by_pool.values() {
         let mut active: Vec<usize> = Vec::new();
         for &k in members {
-            let i = instances[k];
-            let targets = surge::targets(ctx, i, surge::LISTED_TARGETS);
-            let pods = surge::gpu_pods(ctx, i);
-            if pods.is_empty() {
-                results[k] = Some(Ok(SurgePlan {
-                    targets,
-                    placements: Vec::new(),
-                }));
-            } else if let Err(why) = surge::plan(ctx, i) {
-                // It does not fit even alone.
-                results[k] = Some(Err(why));
-            } else {
-                active.push(k);
+            // One that does not fit even alone needs no solver to say so.
+            match surge::plan(ctx, instances[k], &options.exclude) {
+                Err(why) => results[k] = Some(Err(why)),
+                Ok(plan) if plan.placements.is_empty() => results[k] = Some(Ok(plan)),
+                Ok(_) => active.push(k),
             }
         }
         while !active.is_empty() {
-            let planned = solve_group(ctx, instances, &active);
-            let failed: Vec<usize> = active
+            let solved = solve_group(ctx, instances, &active, options);
+            let partial: Vec<usize> = active
                 .iter()
                 .copied()
-                .filter(|k| planned[k].is_none())
+                .filter(|k| matches!(solved[k], Placed::Partly))
                 .collect();
-            if failed.is_empty() {
+            let stuck: Vec<usize> = if options.goal.is_some() {
+                partial
+            } else {
+                // As a constraint, staying put is failing too.
+                active
+                    .iter()
+                    .copied()
+                    .filter(|k| !matches!(solved[k], Placed::Whole(_)))
+                    .collect()
+            };
+            if stuck.is_empty() {
                 for k in active.drain(..) {
-                    results[k] = planned.get(&k).cloned().flatten().map(Ok);
+                    results[k] = Some(match &solved[&k] {
+                        Placed::Whole(plan) => Ok(plan.clone()),
+                        _ => Err(STAYS.into()),
+                    });
                 }
                 break;
             }
             // Set aside the largest Instance that did not fit whole, then plan the rest again.
-            let worst = *failed
+            let worst = *stuck
                 .iter()
                 .max_by_key(|&&k| {
                     (
@@ -73,30 +99,37 @@ pub fn plan_together(ctx: &Context<'_, '_>, instances: &[usize]) -> Vec<Result<S
                     )
                 })
                 .expect("non-empty");
-            results[worst] = Some(Err(
-                "the free GPUs it needs are taken by the other moves planned off the same nodes"
-                    .into(),
-            ));
+            results[worst] = Some(Err(TAKEN.into()));
             active.retain(|&k| k != worst);
         }
     }
     results
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err("not planned".into())))
+        .map(|r| r.expect("every Instance gets a result"))
         .collect()
 }
 
-/// One solve over the active Instances; the plan of each Instance placed whole.
+enum Placed {
+    Whole(SurgePlan),
+    Partly,
+    Stays,
+}
+
+/// One solve over the active Instances.
 fn solve_group(
     ctx: &Context<'_, '_>,
     instances: &[usize],
     active: &[usize],
-) -> BTreeMap<usize, Option<SurgePlan>> {
+    options: &JointOptions,
+) -> BTreeMap<usize, Placed> {
     let cluster = ctx.cluster;
     let mut problem = Problem::new();
     let targets: BTreeMap<usize, Vec<usize>> = active
         .iter()
-        .map(|&k| (k, surge::targets(ctx, instances[k], JOINT_TARGETS)))
+        .map(|&k| {
+            let t = surge::targets(ctx, instances[k], &options.exclude, JOINT_TARGETS);
+            (k, t)
+        })
         .collect();
     // Real nodes: every node some Instance may use, at its free GPUs.
     let mut real: BTreeMap<usize, usize> = BTreeMap::new();
@@ -123,16 +156,11 @@ fn solve_group(
         for p in surge::gpu_pods(ctx, instances[k]) {
             let pod = &cluster.pods[p];
             let node = pod.node.unwrap_or("(unbound)");
-            let source = match leaving.get(node) {
-                Some(&c) => c,
-                None => {
-                    let c = problem
-                        .add_container(&format!("{node} (leaving)"))
-                        .expect("stand-in names are unique");
-                    leaving.insert(node, c);
-                    c
-                }
-            };
+            let source = *leaving.entry(node).or_insert_with(|| {
+                problem
+                    .add_container(&format!("{node} (leaving)"))
+                    .expect("stand-in names are unique")
+            });
             let object = problem
                 .add_object(&format!("{}/{}", pod.namespace, pod.name), source)
                 .expect("pod names are unique");
@@ -174,42 +202,47 @@ fn solve_group(
             Policy::Default,
         );
     }
-    problem.add_constraint(
+    let to_free = |formula| {
         Spec::ToFree(ToFreeSpec {
             name: "nodes being left".into(),
             containers: leaving.values().copied().collect(),
-            dimension: Some(gpu),
-            formula: ToFreeFormula::MinimizeTotalUtilization,
-        }),
-        Policy::Default,
-    );
-    let node_of: BTreeMap<usize, usize> = real.iter().map(|(&n, &id)| (id, n)).collect();
-    let mut plans: BTreeMap<usize, Option<SurgePlan>> = active
-        .iter()
-        .map(|&k| {
-            (
-                k,
-                Some(SurgePlan {
-                    targets: targets[&k].clone(),
-                    placements: Vec::new(),
-                }),
-            )
+            dimension: (!options.count_pods).then_some(gpu),
+            formula,
         })
-        .collect();
-    let solution = match solve(&problem, &Options::default(), &Unlimited) {
-        Ok(s) => s,
-        Err(_) => return active.iter().map(|&k| (k, None)).collect(),
     };
+    match options.goal {
+        None => problem.add_constraint(to_free(ToFreeFormula::default()), Policy::Default),
+        Some(formula) => problem.add_goal(to_free(formula), 0, 1.0),
+    }
+    let node_of: BTreeMap<usize, usize> = real.iter().map(|(&n, &id)| (id, n)).collect();
+    let Ok(solution) = solve(&problem, &Options::default(), &Unlimited) else {
+        return active.iter().map(|&k| (k, Placed::Stays)).collect();
+    };
+    let mut placements: BTreeMap<usize, (Vec<(usize, usize)>, usize)> = BTreeMap::new();
     for (o, &(k, p)) in objects.iter().enumerate() {
-        let entry = plans.get_mut(&k).expect("active");
+        let entry = placements.entry(k).or_default();
         match node_of.get(&solution.assignment[o]) {
-            Some(&n) => {
-                if let Some(plan) = entry {
-                    plan.placements.push((p, n));
-                }
-            }
-            None => *entry = None,
+            Some(&n) => entry.0.push((p, n)),
+            None => entry.1 += 1,
         }
     }
-    plans
+    active
+        .iter()
+        .map(|&k| {
+            let (moved, stayed) = placements.remove(&k).unwrap_or_default();
+            let placed = match (moved.is_empty(), stayed) {
+                (false, 0) => Placed::Whole(SurgePlan {
+                    targets: targets[&k]
+                        .iter()
+                        .copied()
+                        .take(surge::LISTED_TARGETS)
+                        .collect(),
+                    placements: moved,
+                }),
+                (true, _) => Placed::Stays,
+                (false, _) => Placed::Partly,
+            };
+            (k, placed)
+        })
+        .collect()
 }

@@ -5,7 +5,9 @@
 mod access;
 mod context;
 mod defrag;
+pub mod drain;
 pub mod eligibility;
+pub mod explain;
 mod joint;
 mod nodehealth;
 pub mod score;
@@ -238,30 +240,35 @@ pub struct Decision {
 /// Runs both policies in recommend-only semantics: every row is `advisory`, and a move the
 /// policies would make becomes advice with `SimulationRecommendOnly`.
 pub fn decide(cluster: &Cluster<'_>, snapshot: &Snapshot, config: &Config) -> Decision {
-    let ctx = Context::new(cluster, snapshot, config);
+    decide_with(&Context::new(cluster, snapshot, config))
+}
+
+/// `decide` on a context the caller keeps (to explain or drain with it afterwards).
+pub fn decide_with(ctx: &Context<'_, '_>) -> Decision {
+    let (cluster, config) = (ctx.cluster, ctx.config);
     let eligibility: Vec<defrag::Eligibility> = (0..cluster.instances.len())
         .map(|i| {
             let inst = &cluster.instances[i];
             let mode = cluster.components[inst.component].mode;
             (mode == crate::mode::DeploymentMode::OmeNative && inst.gpus > 0)
-                .then(|| eligibility::first_failure(&ctx, i, eligibility::Purpose::Defragmentation))
+                .then(|| eligibility::first_failure(ctx, i, eligibility::Purpose::Defragmentation))
         })
         .collect();
     let movable: Vec<bool> = eligibility
         .iter()
         .map(|e| matches!(e, Some(None)))
         .collect();
-    let pools = score::score_pools(&ctx, &movable);
+    let pools = score::score_pools(ctx, &movable);
     let mut recommendations = Vec::new();
     let mut nodes = BTreeMap::new();
     if config.node_health.enabled {
-        let (rows, records) = nodehealth::run(&ctx);
+        let (rows, records) = nodehealth::run(ctx);
         recommendations.extend(rows);
         nodes = records;
     }
     let mut dropped_outside_window = 0;
     if config.defragmentation.enabled {
-        let (rows, dropped) = defrag::run(&ctx, &pools, &eligibility);
+        let (rows, dropped) = defrag::run(ctx, &pools, &eligibility);
         recommendations.extend(rows);
         dropped_outside_window = dropped;
     }

@@ -199,7 +199,7 @@ fn evacuations(ctx: &Context<'_, '_>) -> Vec<Recommendation> {
         }
     }
     let instances: Vec<usize> = to_plan.iter().map(|t| t.0).collect();
-    let plans = joint::plan_together(ctx, &instances);
+    let plans = joint::plan_together(ctx, &instances, &joint::JointOptions::default());
     for ((i, reason, from), plan) in to_plan.into_iter().zip(plans) {
         let inst = &cluster.instances[i];
         let settings = ctx.settings_of(i);

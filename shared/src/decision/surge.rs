@@ -38,9 +38,11 @@ pub const LISTED_TARGETS: usize = 16;
 /// Nodes that may take the Instance's new pods, fullest first: in its pool, not one of its
 /// own nodes, available as a target, not preemptible when avoided, able to reach the model,
 /// with room for its smallest pod. Lazy: a pool's nodes are sorted once (`Context`).
+/// `exclude` (node indices) are left out too: nodes being drained.
 pub fn candidates<'a>(
     ctx: &'a Context<'_, '_>,
     instance: usize,
+    exclude: &'a [usize],
 ) -> impl Iterator<Item = usize> + 'a {
     let cluster = ctx.cluster;
     let inst = &cluster.instances[instance];
@@ -64,23 +66,33 @@ pub fn candidates<'a>(
         node.is_bin(avoid_spot)
             && !inst.nodes.iter().any(|s| s == node.name)
             && ctx.model_allows(component, n)
+            && !exclude.contains(&n)
     })
 }
 
 /// The first `limit` candidate targets.
-pub fn targets(ctx: &Context<'_, '_>, instance: usize, limit: usize) -> Vec<usize> {
-    candidates(ctx, instance).take(limit).collect()
+pub fn targets(
+    ctx: &Context<'_, '_>,
+    instance: usize,
+    exclude: &[usize],
+    limit: usize,
+) -> Vec<usize> {
+    candidates(ctx, instance, exclude).take(limit).collect()
 }
 
 /// Plans the move greedily: each pod, largest first, onto the first target with room left.
 /// Err names the pod that fits nowhere.
-pub fn plan(ctx: &Context<'_, '_>, instance: usize) -> Result<SurgePlan, String> {
+pub fn plan(
+    ctx: &Context<'_, '_>,
+    instance: usize,
+    exclude: &[usize],
+) -> Result<SurgePlan, String> {
     let cluster = ctx.cluster;
     let inst = &cluster.instances[instance];
     if inst.pool.is_none() {
         return Err("its GPU pods are not all in one pool".into());
     }
-    let mut more = candidates(ctx, instance);
+    let mut more = candidates(ctx, instance, exclude);
     let mut scanned: Vec<(usize, i64)> = Vec::new();
     let mut placements = Vec::new();
     for p in gpu_pods(ctx, instance) {

@@ -33,8 +33,9 @@ pub trait Term {
     fn forbids(&self, _state: &State, _object: ObjectId, _to: ContainerId) -> bool {
         false
     }
-    /// Containers whose full evacuation could lower the expression when no single move does.
-    fn evacuations(&self, _state: &State, _out: &mut Vec<ContainerId>) {}
+    /// Components (as `hot_objects` numbers them) whose full evacuation could lower the
+    /// expression when no single move does.
+    fn evacuations(&self, _state: &State, _out: &mut Vec<usize>) {}
     /// Whether an object this term keeps hot at the end is reported as unmovable.
     fn reports_unmovable(&self) -> bool {
         true

@@ -156,12 +156,11 @@ impl Term for ToFreeTerm {
             && state.value(self.dimension, object).abs() > EPS
     }
 
-    fn evacuations(&self, state: &State, out: &mut Vec<ContainerId>) {
+    fn evacuations(&self, state: &State, out: &mut Vec<usize>) {
         if self.formula == ToFreeFormula::MinimizeOccupiedContainers {
             out.extend(
-                self.listed
-                    .iter()
-                    .filter(|&&c| state.utilization[self.dimension][c] > EPS),
+                (0..self.listed.len())
+                    .filter(|&k| state.utilization[self.dimension][self.listed[k]] > EPS),
             );
         }
     }
@@ -375,5 +374,37 @@ mod tests {
         );
         let e = solve(&p, &Options::default(), &Unlimited).unwrap_err();
         assert!(e.to_string().contains("without negative values"), "{e}");
+    }
+
+    #[test]
+    fn evacuating_listed_containers_that_are_not_the_first() {
+        // The listed containers are 2 and 3: whole-container evacuations must number them as
+        // the term's components (0, 1), not as containers (a past index-out-of-bounds).
+        let mut p = problem(&[
+            ("spare0", &[]),
+            ("spare1", &[]),
+            ("drain0", &["a", "b"]),
+            ("drain1", &["c"]),
+        ]);
+        let gpu = gpus(&mut p, 2.0);
+        p.add_constraint(
+            Spec::Capacity(CapacitySpec {
+                dimension: gpu,
+                limit: None,
+            }),
+            Policy::Default,
+        );
+        p.add_goal(
+            to_free(
+                &p,
+                &["drain0", "drain1"],
+                Some(gpu),
+                ToFreeFormula::MinimizeOccupiedContainers,
+            ),
+            0,
+            1.0,
+        );
+        let s = solve_plain(&p);
+        assert_eq!(s.final_objective, vec![0.0]);
     }
 }

@@ -1,0 +1,254 @@
+//! `explain`: for each Instance of a workload, every eligibility check in order with its
+//! verdict, where it runs, the best targets and what the pass recommends about it; the answer
+//! to "why is Alfred not moving this?".
+
+use serde::Serialize;
+
+use super::context::Context;
+use super::eligibility::{self, Purpose};
+use super::{AdvisoryReason, Decision, Row, surge};
+use crate::api::component::ComponentKind;
+use crate::mode::DeploymentMode;
+
+/// Which Instances to explain: `NAMESPACE/NAME[/COMPONENT[/INSTANCE]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selector {
+    pub workload: String,
+    pub component: Option<ComponentKind>,
+    pub instance: Option<i32>,
+}
+
+impl Selector {
+    pub fn parse(text: &str) -> Result<Selector, String> {
+        let usage = "use NAMESPACE/NAME[/COMPONENT[/INSTANCE]], such as chat/llama/engine/0";
+        let parts: Vec<&str> = text.split('/').collect();
+        if parts.len() < 2 || parts.len() > 4 || parts.iter().any(|p| p.is_empty()) {
+            return Err(format!("{text:?} names no Instance: {usage}"));
+        }
+        let component = match parts.get(2) {
+            None => None,
+            Some(c) => Some(ComponentKind::parse(c).ok_or_else(|| {
+                format!("{text:?}: component {c:?} is not engine, decoder or router")
+            })?),
+        };
+        let instance =
+            match parts.get(3) {
+                None => None,
+                Some(i) => Some(i.parse::<i32>().ok().filter(|i| *i >= 0).ok_or_else(|| {
+                    format!("{text:?}: instance {i:?} is not an index (0, 1, ...)")
+                })?),
+            };
+        Ok(Selector {
+            workload: format!("{}/{}", parts[0], parts[1]),
+            component,
+            instance,
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckLine {
+    pub check: &'static str,
+    pub passed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<AdvisoryReason>,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeShare {
+    pub node: String,
+    pub gpus: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Target {
+    pub node: String,
+    pub free_gpus: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    pub workload: String,
+    pub component: ComponentKind,
+    pub instance: i32,
+    pub mode: &'static str,
+    pub gpus: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    pub nodes: Vec<NodeShare>,
+    pub checks: Vec<CheckLine>,
+    /// Where its new pods could go, fullest first.
+    pub targets: Vec<Target>,
+    /// What this pass recommends about it (rows for the Instance or its whole component).
+    pub recommendations: Vec<Row>,
+}
+
+/// Explains the selected Instances, with the rows of a pass already run.
+pub fn explain(
+    ctx: &Context<'_, '_>,
+    decision: &Decision,
+    selector: &Selector,
+) -> Result<Vec<Explanation>, String> {
+    let cluster = ctx.cluster;
+    let workload = cluster.workload(&selector.workload).ok_or_else(|| {
+        format!(
+            "no InferenceService {} in the cluster (kubectl get inferenceservices -A lists them)",
+            selector.workload
+        )
+    })?;
+    let mut out = Vec::new();
+    let mut components = 0;
+    for &c in &workload.components {
+        let component = &cluster.components[c];
+        if selector.component.is_some_and(|k| k != component.kind) {
+            continue;
+        }
+        components += 1;
+        for &i in &component.instances {
+            let inst = &cluster.instances[i];
+            if selector.instance.is_some_and(|want| want != inst.index) {
+                continue;
+            }
+            out.push(explain_instance(ctx, decision, i));
+        }
+    }
+    if components == 0 {
+        return Err(format!(
+            "{} has no {} component",
+            selector.workload,
+            selector.component.map_or("", |k| k.as_str())
+        ));
+    }
+    if out.is_empty() {
+        return Err(match selector.instance {
+            Some(i) => format!("{} has no Instance {i}", selector.workload),
+            None => format!("{} has no Instances running", selector.workload),
+        });
+    }
+    Ok(out)
+}
+
+fn explain_instance(ctx: &Context<'_, '_>, decision: &Decision, i: usize) -> Explanation {
+    let cluster = ctx.cluster;
+    let inst = &cluster.instances[i];
+    let component = &cluster.components[inst.component];
+    let workload = ctx.workload_key(i).to_string();
+    let mut nodes: Vec<NodeShare> = Vec::new();
+    for &p in &inst.pods {
+        let pod = &cluster.pods[p];
+        if let (Some(node), false) = (pod.node, pod.terminal) {
+            match nodes.iter_mut().find(|n| n.node == node) {
+                Some(n) => n.gpus += pod.gpus,
+                None => nodes.push(NodeShare {
+                    node: node.to_string(),
+                    gpus: pod.gpus,
+                }),
+            }
+        }
+    }
+    let mode_check = |reason: AdvisoryReason, detail: &str| CheckLine {
+        check: "deployment mode",
+        passed: false,
+        reason: Some(reason),
+        detail: detail.to_string(),
+    };
+    let mut checks = Vec::new();
+    let mut targets = Vec::new();
+    match component.mode {
+        DeploymentMode::OmeNative => {
+            checks.push(CheckLine {
+                check: "deployment mode",
+                passed: true,
+                reason: None,
+                detail: "OMENative, declared in the InferenceService".into(),
+            });
+            for c in eligibility::all_checks(ctx, i, Purpose::Defragmentation) {
+                let (passed, reason, detail) = match c.verdict {
+                    Ok(text) => (true, None, text.into_owned()),
+                    Err((reason, text)) => (false, Some(reason), text),
+                };
+                let detail = if c.name == "workload cooldown" && !passed {
+                    format!("{detail} (node-health moves do not wait for it)")
+                } else {
+                    detail
+                };
+                checks.push(CheckLine {
+                    check: c.name,
+                    passed,
+                    reason,
+                    detail,
+                });
+            }
+            let (passed, reason, detail) = if inst.gpus <= 0 {
+                (true, None, "it holds no GPUs; defragmentation leaves it be".to_string())
+            } else {
+                match surge::plan(ctx, i, &[]) {
+                    Ok(plan) => {
+                        let to: Vec<String> = plan
+                            .placements
+                            .iter()
+                            .map(|&(_, n)| cluster.nodes[n].name.to_string())
+                            .collect();
+                        (
+                            true,
+                            None,
+                            format!("its new pods fit on {} while the old ones run", to.join(", ")),
+                        )
+                    }
+                    Err(why) => (false, Some(AdvisoryReason::NoSurgeHeadroom), why),
+                }
+            };
+            checks.push(CheckLine {
+                check: "surge headroom",
+                passed,
+                reason,
+                detail,
+            });
+            targets = surge::targets(ctx, i, &[], 5)
+                .into_iter()
+                .map(|n| Target {
+                    node: cluster.nodes[n].name.to_string(),
+                    free_gpus: cluster.nodes[n].gpu_free,
+                })
+                .collect();
+        }
+        DeploymentMode::MultiNode => checks.push(mode_check(
+            AdvisoryReason::LWSMigrationUnsupported,
+            "MultiNode (LeaderWorkerSet, deprecated): Alfred cannot migrate it; move it to OMENative",
+        )),
+        DeploymentMode::RawDeployment | DeploymentMode::VirtualDeployment => {
+            checks.push(mode_check(
+                AdvisoryReason::RawDeploymentMigrationUnsupported,
+                "RawDeployment as the InferenceService declares it (OMENative only through the runtime counts as RawDeployment): declare OMENative in the InferenceService",
+            ))
+        }
+    }
+    let recommendations = decision
+        .recommendations
+        .iter()
+        .map(|r| &r.row)
+        .filter(|r| {
+            r.workload == workload
+                && r.component == component.kind
+                && (r.instance == inst.index || r.instance == -1)
+        })
+        .cloned()
+        .collect();
+    Explanation {
+        workload,
+        component: component.kind,
+        instance: inst.index,
+        mode: component.mode.as_str(),
+        gpus: inst.gpus,
+        pool: inst.pool.clone(),
+        nodes,
+        checks,
+        targets,
+        recommendations,
+    }
+}
