@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use alfred::decision::{self, Decision, NodeRecord, PoolScore, Row, round6};
+use alfred::decision::sequence::{PoolSequence, sequence};
+use alfred::decision::{self, Context, Decision, NodeRecord, PoolScore, Row, round6};
 use anyhow::Result;
 use clap::Args;
 use k8s_openapi::jiff::Timestamp;
@@ -25,6 +26,11 @@ pub struct RecommendArgs {
     /// Show recommendations in every namespace (the default).
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
+    /// Instead of this pass's moves (Alfred makes one a pass), the whole sequence of moves that
+    /// takes each pool from its observed state to its repacked best, with the fragmentation
+    /// after each step.
+    #[arg(long)]
+    pub plan: bool,
 }
 
 /// The `last-cycle.json` document with the pools and node records beside it, so scripts
@@ -35,6 +41,8 @@ struct Document<'a> {
     mode: &'static str,
     recommendations: Vec<&'a Row>,
     pools: Vec<PoolSummary<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<Vec<PoolSequence>>,
     nodes: &'a BTreeMap<String, NodeRecord>,
 }
 
@@ -67,13 +75,19 @@ fn state(p: &PoolScore) -> &'static str {
 pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
     let input = source::load(global).await?;
     let cluster = input.cluster();
-    let decision = decision::decide(&cluster, &input.snapshot, &input.config);
+    let ctx = Context::new(&cluster, &input.snapshot, &input.config);
+    let decision = decision::decide_with(&ctx);
+    let plan = args
+        .plan
+        .then(|| decision.pools.iter().map(|p| sequence(&ctx, p)).collect());
     let text = render_decision(
         &decision,
+        plan,
         input.now,
         args.namespace.as_deref(),
         global.output,
     )?;
+    drop(ctx);
     render::emit(&text)?;
     drop(cluster);
     std::mem::forget(input);
@@ -82,6 +96,7 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
 
 fn render_decision(
     d: &Decision,
+    plan: Option<Vec<PoolSequence>>,
     now: Timestamp,
     namespace: Option<&str>,
     output: Output,
@@ -114,6 +129,7 @@ fn render_decision(
             })
             .collect(),
         nodes: &d.nodes,
+        plan,
     };
     if let Some(text) = render::structured(&doc, output)? {
         return Ok(text);
@@ -122,6 +138,10 @@ fn render_decision(
     let mut out = String::new();
     pools_table(d, wide, &mut out)?;
     writeln!(out)?;
+    if let Some(plan) = &doc.plan {
+        plan_text(plan, &mut out)?;
+        return Ok(out);
+    }
     if shown.is_empty() {
         writeln!(
             out,
@@ -351,5 +371,64 @@ fn nodes_table(d: &Decision, out: &mut String) -> Result<()> {
         &["NODE", "STATE", "MAINTENANCE", "OME-GPU-PODS", "WORKLOADS"],
         &lines,
     );
+    Ok(())
+}
+
+fn plan_text(plan: &[PoolSequence], out: &mut String) -> Result<()> {
+    for p in plan {
+        writeln!(
+            out,
+            "Pool {}: fragmentation {:.3} now, {:.3} once repacked, in {} move(s)",
+            p.pool,
+            p.observed,
+            p.best,
+            p.steps.len()
+        )?;
+        if !p.steps.is_empty() {
+            let lines: Vec<Vec<String>> = p
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(k, s)| {
+                    vec![
+                        (k + 1).to_string(),
+                        s.workload.clone(),
+                        s.component.to_string(),
+                        s.instance.to_string(),
+                        s.gpus.to_string(),
+                        s.from.join(","),
+                        s.to.join(","),
+                        format!("{:.3}", s.fragmentation_after),
+                    ]
+                })
+                .collect();
+            render::columns(
+                out,
+                &[
+                    "STEP",
+                    "WORKLOAD",
+                    "COMPONENT",
+                    "INSTANCE",
+                    "GPUS",
+                    "FROM",
+                    "TO",
+                    "FRAGMENTATION-AFTER",
+                ],
+                &lines,
+            );
+        }
+        if !p.blocked.is_empty() {
+            writeln!(
+                out,
+                "  blocked: no order of the moves gives these new pods room while their old pods run: {}",
+                p.blocked.join(", ")
+            )?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(
+        out,
+        "Only Instances that can move count (see `kubectl alfred explain`); Alfred itself makes one move a pass."
+    )?;
     Ok(())
 }

@@ -925,3 +925,32 @@ fn explain_lists_every_check_and_the_pass_rows() {
     .unwrap_err();
     assert!(no_index.contains("has no Instance 5"), "{no_index}");
 }
+
+#[test]
+fn the_plan_sequences_the_repack_with_fragmentation_after_each_step() {
+    use alfred::decision::sequence::sequence;
+    use alfred::decision::{Context, decide_with};
+    // n1: a (4), b (2); n2: c (2), d (2). The repack packs c and d onto... n1 has room for one:
+    // c goes to n1 (n1 full), then d has nowhere but n2 (home): one step.
+    let w = two_nodes().omenative("team", "d", &[("n2", 2)]);
+    let snapshot =
+        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": w.items}).to_string())
+            .unwrap();
+    let config = Config::parse("schemaVersion: 1\nmigration: {apiVersion: v1}\n").unwrap();
+    let cluster = Cluster::build(&snapshot, &config, NOW.parse().unwrap());
+    let ctx = Context::new(&cluster, &snapshot, &config);
+    let d = decide_with(&ctx);
+    let s = sequence(&ctx, &d.pools[0]);
+    assert_eq!(s.steps.len(), 1, "{s:#?}");
+    let step = &s.steps[0];
+    assert_eq!(
+        (step.from.clone(), step.to.clone()),
+        (vec!["n2".to_string()], vec!["n1".to_string()])
+    );
+    // Free n1 0, n2 6: slots 6, 3, 1, 0 of 6 free.
+    assert_close("after", step.fragmentation_after, d.pools[0].best);
+    assert!(s.blocked.is_empty());
+    // Without movable Instances there is nothing to sequence.
+    let d = two_nodes().decide("");
+    assert!(d.pools[0].repack_moves.is_empty());
+}

@@ -11,6 +11,7 @@ pub mod explain;
 mod joint;
 mod nodehealth;
 pub mod score;
+pub mod sequence;
 pub mod surge;
 
 use std::collections::BTreeMap;

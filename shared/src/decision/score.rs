@@ -97,6 +97,15 @@ impl Measure {
             .sum()
     }
 
+    /// Updates the shares for bins that changed (capacity, free before, free after).
+    pub fn update_shares(&self, shares: &mut [i64], changes: &[(i64, i64, i64)]) {
+        for (k, &s) in self.sizes.iter().enumerate() {
+            for &(cap, old, new) in changes {
+                shares[k] += self.per_bin(s, cap, new) - self.per_bin(s, cap, old);
+            }
+        }
+    }
+
     /// The smallest ladder size of at least `gpus`, else the largest.
     pub fn snap(&self, gpus: i64) -> i64 {
         snap(&self.sizes, gpus)
@@ -160,6 +169,17 @@ pub struct PoolScore {
     /// The bins' shares per ladder size now (`Measure::fragmentation_after`).
     #[serde(skip)]
     pub shares: Vec<i64>,
+    /// The pods the repack behind `best` moves, in its order.
+    #[serde(skip)]
+    pub repack_moves: Vec<RepackMove>,
+}
+
+/// A pod the repack moves from one bin to another (indices into `PoolScore::bins`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RepackMove {
+    pub pod: usize,
+    pub from: usize,
+    pub to: usize,
 }
 
 impl PoolScore {
@@ -252,7 +272,7 @@ fn score_pool(ctx: &Context<'_, '_>, pool: &Pool, movable: &[bool]) -> PoolScore
         max_capacity: bins.iter().map(|b| b.capacity).max().unwrap_or(0),
     };
     let observed_bins: Vec<(i64, i64)> = bins.iter().map(|b| (b.capacity, b.free)).collect();
-    let (best_bins, movable_instances) = repack(ctx, pool, &bins, movable);
+    let (best_bins, movable_instances, repack_moves) = repack(ctx, pool, &bins, movable);
 
     let mut sizes = Vec::with_capacity(ladder.len());
     let (mut observed, mut best) = (0.0, 0.0);
@@ -313,6 +333,7 @@ fn score_pool(ctx: &Context<'_, '_>, pool: &Pool, movable: &[bool]) -> PoolScore
         repackable_pending,
         movable_instances,
         shares: measure.shares(&observed_bins),
+        repack_moves,
         bins,
         measure,
     }
@@ -327,14 +348,15 @@ fn repack(
     pool: &Pool,
     bins: &[Bin],
     movable: &[bool],
-) -> (Vec<(i64, i64)>, usize) {
+) -> (Vec<(i64, i64)>, usize, Vec<RepackMove>) {
     let cluster = ctx.cluster;
     let mut free: Vec<i64> = bins.iter().map(|b| b.free).collect();
     let bin_of = |node: Option<&str>| {
         let index = cluster.node_index(node?)?;
         bins.binary_search_by_key(&index, |b| b.index).ok()
     };
-    let mut items: Vec<(i64, (&str, &str), usize)> = Vec::new();
+    let mut items: Vec<(i64, (&str, &str), usize, usize)> = Vec::new();
+    let mut moves = Vec::new();
     let mut count = 0;
     for (i, instance) in cluster.instances.iter().enumerate() {
         let component = &cluster.components[instance.component];
@@ -357,7 +379,7 @@ fn repack(
                 continue;
             };
             free[home] += pod.gpus;
-            items.push((pod.gpus, (pod.namespace, pod.name), home));
+            items.push((pod.gpus, (pod.namespace, pod.name), home, p));
         }
     }
     items.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
@@ -369,9 +391,19 @@ fn repack(
     });
     // Free never exceeds capacity here, so "free >= gpus" is the whole fit test.
     let mut first_fit = FirstFit::new(order.iter().map(|&b| free[b]).collect());
-    for (gpus, _, home) in items {
+    for (gpus, _, home, pod) in items {
         match first_fit.take(gpus) {
-            Some(k) => free[order[k]] -= gpus,
+            Some(k) => {
+                let to = order[k];
+                free[to] -= gpus;
+                if to != home {
+                    moves.push(RepackMove {
+                        pod,
+                        from: home,
+                        to,
+                    });
+                }
+            }
             None => free[home] = (free[home] - gpus).max(0),
         }
     }
@@ -381,6 +413,7 @@ fn repack(
             .map(|(b, f)| (b.capacity, f))
             .collect(),
         count,
+        moves,
     )
 }
 
