@@ -3,6 +3,7 @@
 mod explain;
 mod live;
 mod recommend;
+mod record;
 mod render;
 mod rollout;
 mod solve;

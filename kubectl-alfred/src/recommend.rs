@@ -31,6 +31,10 @@ pub struct RecommendArgs {
     /// after each step.
     #[arg(long)]
     pub plan: bool,
+    /// Also write the pass into the recommendations ConfigMap (`alfred-recommendations`), as
+    /// Alfred would: `last-cycle.json` and the node records; other keys are kept. Live only.
+    #[arg(long, conflicts_with = "plan")]
+    pub record: bool,
 }
 
 /// The `last-cycle.json` document with the pools and node records beside it, so scripts
@@ -73,6 +77,9 @@ fn state(p: &PoolScore) -> &'static str {
 }
 
 pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
+    if args.record && global.file.is_some() {
+        anyhow::bail!("--record writes the live cluster's recommendations ConfigMap; drop -f");
+    }
     let input = source::load(global).await?;
     let cluster = input.cluster();
     let ctx = Context::new(&cluster, &input.snapshot, &input.config);
@@ -89,6 +96,10 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
     )?;
     drop(ctx);
     render::emit(&text)?;
+    if args.record {
+        let at = crate::record::record(global, &input.config, &decision, input.now).await?;
+        eprintln!("recorded into ConfigMap {at}");
+    }
     drop(cluster);
     std::mem::forget(input);
     Ok(())

@@ -954,3 +954,126 @@ fn the_plan_sequences_the_repack_with_fragmentation_after_each_step() {
     let d = two_nodes().decide("");
     assert!(d.pools[0].repack_moves.is_empty());
 }
+
+#[test]
+fn recording_keeps_other_keys_and_carries_episode_stamps() {
+    use alfred::decision::NodeRecord;
+    use alfred::decision::record::{carry_episode, updated_data};
+    let at = |t: &str| -> Timestamp { t.parse().unwrap() };
+    let record = |state: &str, occupied: bool, requested: bool, observed: &str| -> NodeRecord {
+        serde_json::from_value(json!({"nodeUID": "u1", "state": state, "conditions": [],
+            "maintenance": {"requested": requested, "triggers": if requested { vec!["patch"] } else { vec![] }},
+            "workloads": [], "omeGpuOccupantsPresent": occupied, "observedAt": observed}))
+        .unwrap()
+    };
+    // Repair: signalled when first seen, drained a pass later once no OME GPU pod is left.
+    let first = carry_episode(
+        record("Unhealthy", true, false, "2026-09-28T10:00:00Z"),
+        None,
+    );
+    assert_eq!(
+        (first.signaled_at, first.drained_at),
+        (Some(at("2026-09-28T10:00:00Z")), None)
+    );
+    let empty = carry_episode(
+        record("Unhealthy", false, false, "2026-09-28T10:05:00Z"),
+        Some(&first),
+    );
+    assert_eq!(
+        empty.signaled_at, first.signaled_at,
+        "the episode's first stamp stays"
+    );
+    assert_eq!(empty.drained_at, Some(at("2026-09-28T10:05:00Z")));
+    let later = carry_episode(
+        record("Unhealthy", false, false, "2026-09-28T10:10:00Z"),
+        Some(&empty),
+    );
+    assert_eq!(later.drained_at, empty.drained_at);
+    // Unknown clears the drained stamp; occupants returning do too; Clear ends the episode.
+    let unknown = carry_episode(
+        record("Unknown", false, false, "2026-09-28T10:15:00Z"),
+        Some(&later),
+    );
+    assert_eq!(
+        (unknown.signaled_at, unknown.drained_at),
+        (first.signaled_at, None)
+    );
+    let back = carry_episode(
+        record("Unhealthy", true, false, "2026-09-28T10:20:00Z"),
+        Some(&later),
+    );
+    assert_eq!(back.drained_at, None);
+    let clear = carry_episode(
+        record("Clear", false, false, "2026-09-28T10:25:00Z"),
+        Some(&later),
+    );
+    assert_eq!((clear.signaled_at, clear.drained_at), (None, None));
+    // A new node under the same name starts fresh.
+    let mut other = record("Unhealthy", false, false, "2026-09-28T10:05:00Z");
+    other.node_uid = "u2".into();
+    let fresh = carry_episode(other, Some(&first));
+    assert_eq!(
+        (fresh.signaled_at, fresh.drained_at),
+        (Some(at("2026-09-28T10:05:00Z")), None)
+    );
+    // Maintenance: requested, then drained, then no longer requested.
+    let m1 = carry_episode(record("Clear", true, true, "2026-09-28T10:00:00Z"), None);
+    assert_eq!(
+        (m1.maintenance_requested_at, m1.maintenance_drained_at),
+        (Some(at("2026-09-28T10:00:00Z")), None)
+    );
+    let m2 = carry_episode(
+        record("Clear", false, true, "2026-09-28T10:05:00Z"),
+        Some(&m1),
+    );
+    assert_eq!(m2.maintenance_drained_at, Some(at("2026-09-28T10:05:00Z")));
+    let m3 = carry_episode(
+        record("Clear", false, false, "2026-09-28T10:10:00Z"),
+        Some(&m2),
+    );
+    assert_eq!(
+        (m3.maintenance_requested_at, m3.maintenance_drained_at),
+        (None, None)
+    );
+
+    // The ConfigMap's data: this pass's document, stale records gone, newer ones and other keys kept.
+    let d = evacuation(6).decide(V1);
+    let as_text = |r: &NodeRecord| serde_json::to_string(r).unwrap();
+    let existing: std::collections::BTreeMap<String, String> = [
+        ("owner-note".to_string(), "kept".to_string()),
+        (
+            "node.gone".to_string(),
+            as_text(&record("Unhealthy", false, false, "2026-09-28T09:00:00Z")),
+        ),
+        (
+            "node.newer".to_string(),
+            as_text(&record("Unhealthy", false, false, "2026-09-28T11:00:00Z")),
+        ),
+    ]
+    .into();
+    let data = updated_data(&existing, &d, "recommend-only", NOW.parse().unwrap());
+    assert_eq!(data["owner-note"], "kept");
+    assert!(!data.contains_key("node.gone"));
+    assert!(
+        data.contains_key("node.newer"),
+        "written from a newer observation: kept"
+    );
+    let u: NodeRecord = serde_json::from_str(&data["node.u"]).unwrap();
+    assert_eq!(u.signaled_at, Some(NOW.parse().unwrap()));
+    let cycle: Value = serde_json::from_str(&data["last-cycle.json"]).unwrap();
+    assert_eq!(cycle["timestamp"], NOW);
+    assert_eq!(
+        cycle["recommendations"].as_array().unwrap().len(),
+        d.recommendations.len()
+    );
+    // No rows: `recommendations` is null.
+    let quiet = World::new().node("n1", 8).decide("");
+    let data = updated_data(
+        &Default::default(),
+        &quiet,
+        "recommend-only",
+        NOW.parse().unwrap(),
+    );
+    let cycle: Value = serde_json::from_str(&data["last-cycle.json"]).unwrap();
+    assert_eq!(cycle["recommendations"], Value::Null);
+}

@@ -10,6 +10,7 @@ pub mod eligibility;
 pub mod explain;
 mod joint;
 mod nodehealth;
+pub mod record;
 pub mod score;
 pub mod sequence;
 pub mod surge;

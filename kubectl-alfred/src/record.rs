@@ -1,0 +1,63 @@
+//! `recommend --record`: writes the pass into the recommendations ConfigMap the way Alfred
+//! does: update only (the chart creates it), every other key kept, retried on conflicts.
+
+use alfred::config::Config;
+use alfred::decision::Decision;
+use alfred::decision::record::updated_data;
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+
+use crate::{GlobalArgs, live};
+
+/// Read-modify-write attempts before giving up on conflicting writers.
+const ATTEMPTS: usize = 5;
+
+/// Writes the pass; returns the ConfigMap's `namespace/name`.
+pub async fn record(
+    global: &GlobalArgs,
+    config: &Config,
+    decision: &Decision,
+    now: Timestamp,
+) -> Result<String> {
+    if !config.recommendations_config_map_enabled {
+        bail!(
+            "recommendationsConfigMapEnabled is false in Alfred's configuration: nothing to record into"
+        );
+    }
+    let name = &config.recommendations_config_map_name;
+    let client = live::client(global).await?;
+    for _ in 0..ATTEMPTS {
+        let found = Api::<ConfigMap>::all(client.clone())
+            .list(&ListParams::default().fields(&format!("metadata.name={name}")))
+            .await
+            .with_context(|| format!("reading ConfigMap {name}"))?;
+        let mut current = match found.items.len() {
+            1 => found.items.into_iter().next().expect("one"),
+            0 => bail!(
+                "ConfigMap {name} is missing: Alfred only updates it (the ome-alfred chart creates it); create it in Alfred's namespace, e.g. kubectl create configmap {name} -n ome"
+            ),
+            n => bail!("{n} ConfigMaps are named {name}; keep the one in Alfred's namespace"),
+        };
+        let namespace = current.metadata.namespace.clone().unwrap_or_default();
+        let existing = current.data.take().unwrap_or_default();
+        current.data = Some(updated_data(&existing, decision, "recommend-only", now));
+        match Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+            .replace(name, &PostParams::default(), &current)
+            .await
+        {
+            Ok(_) => return Ok(format!("{namespace}/{name}")),
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(kube::Error::Api(status)) if status.code == 403 => bail!(
+                "not allowed to update ConfigMap {namespace}/{name}: {}; grant update on it",
+                status.message
+            ),
+            Err(e) => {
+                return Err(e).with_context(|| format!("updating ConfigMap {namespace}/{name}"));
+            }
+        }
+    }
+    bail!("ConfigMap {name} kept changing under {ATTEMPTS} attempts to update it; run again")
+}

@@ -1,0 +1,98 @@
+//! The recommendations ConfigMap's data after a pass (alfred-reference.md §3.1, §3.4): the
+//! `last-cycle.json` document, the `node.<name>` records with their episode stamps carried over
+//! from the records already there, stale records removed, every other key kept.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use super::nodehealth::NodeRecord;
+use super::{Decision, Row};
+
+pub const LAST_CYCLE_KEY: &str = "last-cycle.json";
+
+#[derive(Serialize)]
+struct LastCycle<'a> {
+    timestamp: String,
+    mode: &'a str,
+    /// `null` when there are none, as the reference writes it.
+    recommendations: Option<Vec<&'a Row>>,
+}
+
+fn is_node_key(key: &str) -> bool {
+    key.starts_with("node.") || key.starts_with("node-hash.")
+}
+
+/// The data to write: `existing` with this pass's document and node records.
+pub fn updated_data(
+    existing: &BTreeMap<String, String>,
+    decision: &Decision,
+    mode: &str,
+    now: Timestamp,
+) -> BTreeMap<String, String> {
+    let mut data = existing.clone();
+    let rows: Vec<&Row> = decision.recommendations.iter().map(|r| &r.row).collect();
+    let doc = LastCycle {
+        timestamp: now.to_string(),
+        mode,
+        recommendations: (!rows.is_empty()).then_some(rows),
+    };
+    data.insert(
+        LAST_CYCLE_KEY.into(),
+        serde_json::to_string(&doc).expect("rows serialize"),
+    );
+    // A record no longer observed goes, unless it was written from a newer observation.
+    data.retain(|key, value| {
+        if !is_node_key(key) || decision.nodes.contains_key(key) {
+            return true;
+        }
+        serde_json::from_str::<NodeRecord>(value).is_ok_and(|old| old.observed_at > now)
+    });
+    for (key, record) in &decision.nodes {
+        let old = existing
+            .get(key)
+            .and_then(|v| serde_json::from_str::<NodeRecord>(v).ok());
+        if old.as_ref().is_some_and(|o| o.observed_at > now) {
+            continue;
+        }
+        let record = carry_episode(record.clone(), old.as_ref());
+        data.insert(
+            key.clone(),
+            serde_json::to_string(&record).expect("records serialize"),
+        );
+    }
+    data
+}
+
+/// The episode stamps of a node record: when repair was signalled and the node seen drained,
+/// when maintenance was requested and seen drained; kept from the previous record of the same
+/// node (same UID) while the episode lasts.
+pub fn carry_episode(mut new: NodeRecord, old: Option<&NodeRecord>) -> NodeRecord {
+    let now = new.observed_at;
+    let old = old.filter(|o| o.node_uid == new.node_uid);
+    let occupied = new.ome_gpu_occupants_present;
+    let stamp = |old: Option<Timestamp>| Some(old.unwrap_or(now));
+    match new.state.as_str() {
+        "Clear" => {}
+        state => {
+            let repair = matches!(state, "Unhealthy" | "Unknown");
+            let signaled = old.and_then(|o| o.signaled_at);
+            new.signaled_at = if repair { stamp(signaled) } else { signaled };
+            // Drained: a pass after the signal, no OME GPU pods left, and not Unknown.
+            new.drained_at = match (signaled, occupied, state) {
+                (Some(_), false, s) if s != "Unknown" => stamp(old.and_then(|o| o.drained_at)),
+                _ => None,
+            };
+        }
+    }
+    if new.maintenance.requested {
+        let requested = old.and_then(|o| o.maintenance_requested_at);
+        new.maintenance_requested_at = stamp(requested);
+        new.maintenance_drained_at = match (requested, occupied) {
+            (Some(_), false) => stamp(old.and_then(|o| o.maintenance_drained_at)),
+            _ => None,
+        };
+    }
+    new
+}
