@@ -37,14 +37,15 @@ lint: ## Formatting and clippy, warnings as errors
 fmt: ## Format the code
 	$(CARGO) fmt --all
 
-demo: ## Draw the demo cluster's GPU pools (no cluster needed)
-	$(CARGO) run -q -p kubectl-alfred -- pools -f $(DEMO)
+demo: ## Recommend on the demo cluster: pool scores, advice with reasons, node records (no cluster needed)
+	$(CARGO) run -q -p kubectl-alfred -- recommend -f $(DEMO)
 
 crds: ## Regenerate manifests/crds from the Rust types
 	$(CARGO) run -q -p alfred-shared --example crds -- manifests/crds
 
-bench: ## Benchmarks: snapshot load (10k nodes, 80k pods), drain solver (2k and 10k containers)
+bench: ## Benchmarks: snapshot load (10k nodes, 80k pods), decision pass (10k nodes, 30k Instances), drain solver
 	$(CARGO) run -q --release -p alfred-shared --example load_bench
+	$(CARGO) run -q --release -p alfred-shared --example decision_bench -- 10000 30000 1000
 	$(CARGO) run -q --release -p alfred-shared --example solver_bench -- 2000 0 1
 	$(CARGO) run -q --release -p alfred-shared --example solver_bench -- 10000 100 1
 	$(CARGO) bench -q -p alfred-webhook --bench review

@@ -1,0 +1,125 @@
+//! `kubectl alfred recommend|explain|drain` on the demo snapshot, as users run them, with the
+//! JSON documents checked against golden files (`UPDATE_GOLDEN=1` rewrites them after a
+//! reviewed change).
+
+use std::process::Command;
+
+const DEMO: &str = "manifests/examples/demo-cluster.yaml";
+const V1: &str = "manifests/examples/alfred-config-migration-v1.yaml";
+const NOW: &str = "2026-09-28T10:15:00Z";
+
+fn alfred(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-alfred"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .expect("run kubectl-alfred");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = format!("{}/../tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e}; run with UPDATE_GOLDEN=1 to create it"));
+    assert!(
+        expected == actual,
+        "{name} differs from the golden file; if the change is intended, rerun with UPDATE_GOLDEN=1 and review the diff"
+    );
+}
+
+#[test]
+fn the_demo_passes_match_their_golden_files() {
+    for (name, extra) in [
+        ("recommend-demo.json", vec![]),
+        ("recommend-demo-migration-v1.json", vec!["--config", V1]),
+        ("recommend-demo-plan.json", vec!["--config", V1, "--plan"]),
+        ("drain-demo.json", vec!["--config", V1]),
+    ] {
+        let mut args = if name.starts_with("drain") {
+            vec!["drain", "h100-03", "h100-05"]
+        } else {
+            vec!["recommend"]
+        };
+        args.extend(["-f", DEMO, "--now", NOW, "-o", "json"]);
+        args.extend(extra);
+        let (code, out, err) = alfred(&args);
+        assert_eq!(code, Some(0), "{name}: {err}");
+        golden(name, &out);
+    }
+}
+
+#[test]
+fn the_table_explains_the_advice() {
+    let (code, out, err) = alfred(&["recommend", "-f", DEMO]);
+    assert_eq!(code, Some(0), "{err}");
+    for line in [
+        "NVIDIA-H100-80GB-HBM3   0.000   0.545",
+        "rows 1-2: must leave h100-03, but cannot move: migration.apiVersion is not v1",
+        "row 37: cannot move: the model is on volume claim support/support-models (ReadWriteOnce)",
+        "h100-05   Clear",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in\n{out}");
+    }
+    let (_, v1, _) = alfred(&["recommend", "-f", DEMO, "--config", V1]);
+    assert!(v1.contains("row 1: h100-03 is Unhealthy: move it to h100-04. Alfred runs recommend-only, so the move is advice."), "{v1}");
+    // -n shows one namespace's rows; the pools and nodes stay whole.
+    let (_, support, _) = alfred(&["recommend", "-f", DEMO, "-n", "support", "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&support).unwrap();
+    let rows = doc["recommendations"].as_array().unwrap();
+    assert!(
+        !rows.is_empty()
+            && rows
+                .iter()
+                .all(|r| r["workload"].as_str().unwrap().starts_with("support/"))
+    );
+}
+
+#[test]
+fn explain_and_drain_answer_and_refuse_clearly() {
+    let (code, out, err) = alfred(&["explain", "research/llama-70b-eval/engine/0", "-f", DEMO]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("movable               FAIL      OMENativeStateIneligible: opted out"),
+        "{out}"
+    );
+    let (code, _, err) = alfred(&["explain", "research", "-f", DEMO]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("names no Instance: use NAMESPACE/NAME[/COMPONENT[/INSTANCE]]"),
+        "{err}"
+    );
+    let (code, _, err) = alfred(&["explain", "chat/nope", "-f", DEMO]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no InferenceService chat/nope"), "{err}");
+    // A node that cannot be emptied: the plan, then exit 1.
+    let (code, out, err) = alfred(&["drain", "h100-05", "-f", DEMO]);
+    assert_eq!(code, Some(1));
+    assert!(
+        out.contains("h100-05: cannot be emptied: 1 of its 2 OME Instances stay"),
+        "{out}"
+    );
+    assert!(err.contains("not every node can be emptied"), "{err}");
+    let (code, out, _) = alfred(&["drain", "h100-03", "-f", DEMO]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("h100-03: empties of OME Instances (2 to move)"),
+        "{out}"
+    );
+    let (code, _, err) = alfred(&["drain", "nope-1", "-f", DEMO]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("node nope-1 is not in the cluster"), "{err}");
+    let (code, _, err) = alfred(&["recommend", "--record", "-f", DEMO]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("--record writes the live cluster's recommendations ConfigMap; drop -f"),
+        "{err}"
+    );
+}
