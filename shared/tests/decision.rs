@@ -1077,3 +1077,83 @@ fn recording_keeps_other_keys_and_carries_episode_stamps() {
     let cycle: Value = serde_json::from_str(&data["last-cycle.json"]).unwrap();
     assert_eq!(cycle["recommendations"], Value::Null);
 }
+
+/// The GPUs of a pod written into the world.
+fn pod_gpus(w: &World, pod: &str) -> i64 {
+    let item = w
+        .items
+        .iter()
+        .find(|i| i["kind"] == "Pod" && i["metadata"]["name"] == pod)
+        .unwrap();
+    item["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// On random clusters: node-health moves planned together never count the same free GPUs
+    /// twice nor land on a node that takes nothing; every move names targets only in its pool;
+    /// a move's benefit computed from the changed bins equals a full recount.
+    #[test]
+    fn plans_never_overcommit_and_benefits_add_up(
+        nodes in proptest::collection::vec((0i64..8, proptest::bool::weighted(0.25)), 2..7),
+        instances in proptest::collection::vec((0usize..7, 0usize..3), 1..14),
+    ) {
+        let mut w = World::new();
+        for (k, _) in nodes.iter().enumerate() {
+            w = w.node(&format!("n{k}"), 8);
+        }
+        for (k, &(_, unhealthy)) in nodes.iter().enumerate() {
+            if unhealthy {
+                w = w.unhealthy(&format!("n{k}"));
+            }
+        }
+        let mut used = vec![0i64; nodes.len()];
+        for (k, &(node, size)) in instances.iter().enumerate() {
+            let node = node % nodes.len();
+            let gpus = [1, 2, 4][size];
+            if used[node] + gpus > 8 {
+                continue;
+            }
+            used[node] += gpus;
+            w = w.omenative("team", &format!("w{k}"), &[(&format!("n{node}"), gpus)]);
+        }
+        let d = w.decide(V1);
+        let free = |name: &str| {
+            let k: usize = name[1..].parse().unwrap();
+            8 - used[k]
+        };
+        let mut landed = vec![0i64; nodes.len()];
+        for r in d.recommendations.iter().filter(|r| r.row.policy == PolicyName::Nodehealth) {
+            for (pod, node) in &r.planned {
+                let k: usize = node[1..].parse().unwrap();
+                proptest::prop_assert!(!nodes[k].1, "{pod} planned onto unhealthy {node}");
+                let gpus = pod_gpus(&w, pod);
+                landed[k] += gpus;
+            }
+        }
+        for (k, &l) in landed.iter().enumerate() {
+            proptest::prop_assert!(l <= free(&format!("n{k}")), "n{k}: {l} GPUs planned, {} free", free(&format!("n{k}")));
+        }
+        // The incremental benefit equals a full recount of the pool's bins.
+        let pool = &d.pools[0];
+        for r in d.recommendations.iter().filter(|r| r.benefit.is_some()) {
+            let mut bins: Vec<(i64, i64)> = pool.bins.iter().map(|b| (b.capacity, b.free)).collect();
+            for (pod, node) in &r.planned {
+                let gpus = pod_gpus(&w, pod);
+                if let Some(b) = pool.bins.iter().position(|b| &b.node == node) {
+                    bins[b].1 -= gpus;
+                }
+                if let Some(b) = pool.bins.iter().position(|b| b.node == r.row.from_node) {
+                    bins[b].1 = (bins[b].1 + gpus).min(bins[b].0);
+                }
+            }
+            let full = pool.observed - pool.measure.fragmentation(&bins);
+            proptest::prop_assert!(close(full, r.benefit.unwrap()), "{} vs {:?}", full, r.benefit);
+        }
+    }
+}
