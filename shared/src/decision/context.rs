@@ -15,6 +15,9 @@ use crate::config::Config;
 use crate::migration;
 use crate::snapshot::Snapshot;
 
+/// A node-health move's score without `alfred.ome.io/priority`.
+pub const DEFAULT_PRIORITY: f64 = 0.5;
+
 /// A workload's Alfred annotations as the plan reads them: an invalid value is ignored and the
 /// default applies (the webhook refuses it; execute mode stops on a bad cooldown).
 #[derive(Clone, Debug, PartialEq)]
@@ -34,20 +37,23 @@ pub struct WorkloadSettings {
 
 impl WorkloadSettings {
     pub fn read(w: &Workload<'_>, cluster: &Cluster<'_>, config: &Config) -> WorkloadSettings {
-        let annotation = |key: &str| w.isvc.metadata.annotations.as_ref()?.get(key).cloned();
+        let annotations_map = w.isvc.metadata.annotations.as_ref();
+        let annotation = |key: &str| annotations_map?.get(key).map(String::as_str);
         WorkloadSettings {
             movable: annotation(keys::MOVABLE)
-                .and_then(|v| annotations::movable(&v).ok())
+                .and_then(|v| annotations::movable(v).ok())
                 .unwrap_or(config.default_movable),
             priority: annotation(keys::PRIORITY)
-                .and_then(|v| annotations::priority(&v).ok())
-                .unwrap_or(0.5),
+                .and_then(|v| annotations::priority(v).ok())
+                .unwrap_or(DEFAULT_PRIORITY),
             cooldown_minutes: annotation(keys::COOLDOWN_MINUTES)
-                .and_then(|v| annotations::cooldown_minutes(&v).ok())
+                .and_then(|v| annotations::cooldown_minutes(v).ok())
                 .unwrap_or(config.per_workload_cooldown_minutes),
             spot_policy: annotation(keys::SPOT_POLICY)
-                .and_then(|v| annotations::spot_policy(&v).ok()),
-            tenant_group: annotation(keys::TENANT_GROUP).unwrap_or_default(),
+                .and_then(|v| annotations::spot_policy(v).ok()),
+            tenant_group: annotation(keys::TENANT_GROUP)
+                .unwrap_or_default()
+                .to_string(),
             last_migration: last_migration(w, cluster),
             active_migration: cluster
                 .migrations

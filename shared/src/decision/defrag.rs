@@ -255,21 +255,7 @@ fn omenative(
         .map(|&n| cluster.nodes[n].name.to_string())
         .collect();
     let mut r = Recommendation::new(row.clone(), inst.gpus, String::new());
-    r.placement_targets = plan
-        .targets
-        .iter()
-        .map(|&n| cluster.nodes[n].name.to_string())
-        .collect();
-    r.planned = plan
-        .placements
-        .iter()
-        .map(|&(p, n)| {
-            (
-                cluster.pods[p].name.to_string(),
-                cluster.nodes[n].name.to_string(),
-            )
-        })
-        .collect();
+    r.set_plan(cluster, &plan);
     r.benefit = Some(benefit);
     r.cost = Some(cost);
     if score <= 0.0 {

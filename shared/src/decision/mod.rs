@@ -192,6 +192,17 @@ impl Recommendation {
         }
     }
 
+    /// Records a move's plan: where it may go and where each GPU pod is planned.
+    pub fn set_plan(&mut self, cluster: &Cluster<'_>, plan: &surge::SurgePlan) {
+        let node = |n: usize| cluster.nodes[n].name.to_string();
+        self.placement_targets = plan.targets.iter().map(|&n| node(n)).collect();
+        self.planned = plan
+            .placements
+            .iter()
+            .map(|&(p, n)| (cluster.pods[p].name.to_string(), node(n)))
+            .collect();
+    }
+
     /// Advice with a reason.
     pub fn advice(
         mut row: Row,

@@ -220,32 +220,17 @@ fn evacuations(ctx: &Context<'_, '_>) -> Vec<Recommendation> {
         };
         match plan {
             Ok(plan) => {
-                let names = |ns: &[usize]| -> Vec<String> {
-                    ns.iter()
-                        .map(|&n| cluster.nodes[n].name.to_string())
-                        .collect()
-                };
+                r.set_plan(cluster, &plan);
+                // The hints are the planned nodes: jointly planned, so no two moves share room.
                 let mut hints: Vec<String> = Vec::new();
-                for &(_, n) in &plan.placements {
-                    let name = cluster.nodes[n].name.to_string();
-                    if !hints.contains(&name) {
-                        hints.push(name);
+                for (_, node) in &r.planned {
+                    if !hints.contains(node) {
+                        hints.push(node.clone());
                     }
                 }
-                hints.truncate(3);
-                r.row.hint_targets = hints.clone();
-                r.placement_targets = names(&plan.targets);
-                r.planned = plan
-                    .placements
-                    .iter()
-                    .map(|&(p, n)| {
-                        (
-                            cluster.pods[p].name.to_string(),
-                            cluster.nodes[n].name.to_string(),
-                        )
-                    })
-                    .collect();
+                hints.truncate(super::defrag::MAX_HINTS);
                 r.detail = format!("{why_leave}: move it to {}.", hints.join(", "));
+                r.row.hint_targets = hints;
             }
             Err(why) => {
                 r.row.advisory_reason = Some(AdvisoryReason::NoSurgeHeadroom);
