@@ -79,6 +79,9 @@ enum Command {
     /// The joint plan that empties nodes of OME Instances: each Instance's targets, or why it
     /// cannot move, and whether each node empties. Exits 1 when one cannot.
     Drain(explain::DrainArgs),
+    /// Where would this Instance's replacement land right now? Its pods run through the
+    /// scheduler's filters and scores on a copy of the cluster (the old pods still running).
+    Simulate(explain::SimulateArgs),
     /// Write the live cluster as a snapshot file that any command can replay with -f.
     Snapshot,
     /// Solve an assignment problem file (-f) with the drain solver: containers, objects,
@@ -136,6 +139,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Recommend(args) => recommend::run(&args, &cli.global).await?,
         Command::Explain(args) => explain::run_explain(&args, &cli.global).await?,
         Command::Drain(args) => explain::run_drain(&args, &cli.global).await?,
+        Command::Simulate(args) => explain::run_simulate(&args, &cli.global).await?,
         Command::Rollout(command) => rollout::run(&command, &cli.global).await?,
     }
     Ok(ExitCode::SUCCESS)

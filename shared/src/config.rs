@@ -174,6 +174,17 @@ pub struct SchedulingProfile {
     pub scheduler_version: String,
     pub configuration_id: String,
     pub gang_scheduling: bool,
+    /// How the profile's NodeResourcesFit scores nodes (our extension of the key set; the
+    /// built-in simulator needs it to predict placements).
+    pub scoring_strategy: ScoringStrategy,
+}
+
+/// NodeResourcesFit's scoring: spread (kube-scheduler's default) or bin-pack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ScoringStrategy {
+    #[default]
+    LeastAllocated,
+    MostAllocated,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -406,6 +417,7 @@ struct RawProfile {
     #[serde(rename = "configurationID")]
     configuration_id: Option<String>,
     gang_scheduling: Option<bool>,
+    scoring_strategy: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -953,6 +965,15 @@ fn resolve_profiles(
             scheduler_version: required("schedulerVersion", p.scheduler_version)?,
             configuration_id: required("configurationID", p.configuration_id)?,
             gang_scheduling: p.gang_scheduling.unwrap_or(false),
+            scoring_strategy: match p.scoring_strategy.as_deref() {
+                None | Some("LeastAllocated") => ScoringStrategy::LeastAllocated,
+                Some("MostAllocated") => ScoringStrategy::MostAllocated,
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "{key}.scoringStrategy must be LeastAllocated or MostAllocated, got {other:?}"
+                    )));
+                }
+            },
         };
         out.insert(name, profile);
     }

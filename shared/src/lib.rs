@@ -17,6 +17,7 @@ pub mod quantity;
 pub mod rollout;
 pub mod rollout_report;
 pub mod selector;
+pub mod simulate;
 pub mod snapshot;
 pub mod solver;
 pub mod strategy;

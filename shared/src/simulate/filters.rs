@@ -1,0 +1,241 @@
+//! kube-scheduler's filter plugins, in its order, each with the message it reports for a node it
+//! rejects; and the scores that pick among the nodes that pass.
+
+use k8s_openapi::api::core::v1::{Taint, Toleration};
+
+use super::NewPod;
+use super::resources::Ledger;
+use crate::api::core::PodSpec;
+use crate::config::ScoringStrategy;
+use crate::decision::Context;
+use crate::selector;
+
+/// The first filter that rejected a node, as kube-scheduler words it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    Unschedulable,
+    NodeName,
+    Taint { key: String, value: String },
+    NodeAffinity,
+    TooManyPods,
+    Insufficient(Vec<String>),
+    VolumeNodeAffinity,
+    ModelNotReady,
+}
+
+impl Rejection {
+    pub fn message(&self) -> String {
+        match self {
+            Self::Unschedulable => "node(s) were unschedulable".into(),
+            Self::NodeName => "node(s) didn't match the requested node name".into(),
+            Self::Taint { key, value } => {
+                format!("node(s) had untolerated taint {{{key}: {value}}}")
+            }
+            Self::NodeAffinity => "node(s) didn't match Pod's node affinity/selector".into(),
+            Self::TooManyPods => "Too many pods".into(),
+            Self::Insufficient(resources) => resources
+                .iter()
+                .map(|r| format!("Insufficient {r}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Self::VolumeNodeAffinity => "node(s) had volume node affinity conflict".into(),
+            Self::ModelNotReady => "node(s) do not have the model Ready".into(),
+        }
+    }
+}
+
+/// Does the toleration tolerate the taint? An empty key with `Exists` tolerates every taint; an
+/// empty effect matches every effect; `Equal` (the default operator) compares values.
+pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
+    if t.effect
+        .as_deref()
+        .is_some_and(|e| !e.is_empty() && e != taint.effect)
+    {
+        return false;
+    }
+    let key = t.key.as_deref().unwrap_or_default();
+    match t.operator.as_deref().unwrap_or("Equal") {
+        "Exists" => key.is_empty() || key == taint.key,
+        "Equal" => {
+            key == taint.key
+                && t.value.as_deref().unwrap_or_default()
+                    == taint.value.as_deref().unwrap_or_default()
+        }
+        _ => false,
+    }
+}
+
+/// Runs the filters on one node; the first rejection wins.
+pub fn check(
+    ctx: &Context<'_, '_>,
+    ledger: &Ledger,
+    pod: &NewPod,
+    request: &[(usize, i64)],
+    n: usize,
+) -> Result<(), Rejection> {
+    let node = &ctx.cluster.nodes[n];
+    let spec = &pod.spec;
+    let taints = &node.node.spec.taints;
+    // NodeUnschedulable: a cordoned node, unless the pod tolerates its taint.
+    if node.node.spec.unschedulable {
+        let cordon = Taint {
+            key: "node.kubernetes.io/unschedulable".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        };
+        if !spec.tolerations.iter().any(|t| tolerates(t, &cordon)) {
+            return Err(Rejection::Unschedulable);
+        }
+    }
+    if !spec.node_name.is_empty() && spec.node_name != node.name {
+        return Err(Rejection::NodeName);
+    }
+    // TaintToleration: NoSchedule and NoExecute taints must be tolerated.
+    if let Some(t) = taints.iter().find(|t| {
+        (t.effect == "NoSchedule" || t.effect == "NoExecute")
+            && !spec.tolerations.iter().any(|tol| tolerates(tol, t))
+    }) {
+        return Err(Rejection::Taint {
+            key: t.key.clone(),
+            value: t.value.clone().unwrap_or_default(),
+        });
+    }
+    // NodeAffinity: the node selector and the required terms.
+    let selected = spec
+        .node_selector
+        .iter()
+        .all(|(k, v)| node.label(k) == Some(v.as_str()));
+    let required = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    if !selected || required.is_some_and(|r| !selector::matches(r, node.node)) {
+        return Err(Rejection::NodeAffinity);
+    }
+    // NodeResourcesFit.
+    let (bound, limit) = ledger.pods_on(n);
+    if bound + 1 > limit {
+        return Err(Rejection::TooManyPods);
+    }
+    let short: Vec<String> = request
+        .iter()
+        .filter(|&&(c, amount)| {
+            let (allocatable, requested) = ledger.usage(n, c);
+            allocatable - requested < amount
+        })
+        .map(|&(c, _)| ledger.name(c).to_string())
+        .collect();
+    if !short.is_empty() {
+        return Err(Rejection::Insufficient(short));
+    }
+    // VolumeBinding: a bound claim's volume must be reachable from the node.
+    for v in spec
+        .volumes
+        .iter()
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+    {
+        let affinity = ctx
+            .snapshot
+            .persistent_volume_claims
+            .iter()
+            .find(|c| {
+                c.metadata.name.as_deref() == Some(v.claim_name.as_str())
+                    && c.metadata.namespace.as_deref().unwrap_or("default") == pod.namespace
+            })
+            .and_then(|c| c.spec.as_ref()?.volume_name.as_deref())
+            .and_then(|pv| {
+                ctx.snapshot
+                    .persistent_volumes
+                    .iter()
+                    .find(|p| p.metadata.name.as_deref() == Some(pv))
+            })
+            .and_then(|pv| pv.spec.as_ref()?.node_affinity.as_ref()?.required.as_ref());
+        if affinity.is_some_and(|a| !selector::matches(a, node.node)) {
+            return Err(Rejection::VolumeNodeAffinity);
+        }
+    }
+    Ok(())
+}
+
+/// How well a feasible node suits the pod: NodeResourcesFit (weight 1) over cpu, memory and the
+/// GPUs it asks for, preferred node affinity (weight 2, 0-100 by the terms' weights) and
+/// PreferNoSchedule taints it does not tolerate (weight 3, fewer is better).
+pub fn score(
+    ctx: &Context<'_, '_>,
+    ledger: &Ledger,
+    spec: &PodSpec,
+    request: &[(usize, i64)],
+    n: usize,
+    strategy: ScoringStrategy,
+) -> i64 {
+    let node = &ctx.cluster.nodes[n];
+    let mut columns: Vec<usize> = ["cpu", "memory"]
+        .into_iter()
+        .filter_map(|r| ledger.column_of(r))
+        .collect();
+    columns.extend(
+        request
+            .iter()
+            .map(|&(c, _)| c)
+            .filter(|&c| crate::cluster::is_gpu_resource(ledger.name(c))),
+    );
+    let mut fit = 0i64;
+    for &c in &columns {
+        let (allocatable, requested) = ledger.usage(n, c);
+        if allocatable <= 0 {
+            continue;
+        }
+        let asked = request.iter().find(|r| r.0 == c).map_or(0, |r| r.1);
+        let used = (requested + asked).min(allocatable);
+        fit += match strategy {
+            ScoringStrategy::LeastAllocated => (allocatable - used) * 100 / allocatable,
+            ScoringStrategy::MostAllocated => used * 100 / allocatable,
+        };
+    }
+    let fit = if columns.is_empty() {
+        0
+    } else {
+        fit / columns.len() as i64
+    };
+    let preferred = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_deref()
+        })
+        .unwrap_or_default();
+    let total_weight: i64 = preferred.iter().map(|p| i64::from(p.weight)).sum();
+    let matched: i64 = preferred
+        .iter()
+        .filter(|p| {
+            selector::matches(
+                &k8s_openapi::api::core::v1::NodeSelector {
+                    node_selector_terms: vec![p.preference.clone()],
+                },
+                node.node,
+            )
+        })
+        .map(|p| i64::from(p.weight))
+        .sum();
+    let affinity = if total_weight > 0 {
+        matched * 100 / total_weight
+    } else {
+        0
+    };
+    let untolerated = node
+        .node
+        .spec
+        .taints
+        .iter()
+        .filter(|t| {
+            t.effect == "PreferNoSchedule" && !spec.tolerations.iter().any(|tol| tolerates(tol, t))
+        })
+        .count() as i64;
+    fit + 2 * affinity + 3 * (100 - (untolerated * 10).min(100))
+}

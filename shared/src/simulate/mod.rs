@@ -1,0 +1,300 @@
+//! Scheduler simulation (alfred-policies.md "Simulation"; alfred-reference.md §4 "Scheduling
+//! results"): where would a move's new pods land? The new pods are added to a copy of the
+//! cluster while the old ones still run (a prediction reserves nothing), filtered node by node
+//! with the semantics of kube-scheduler's plugins, and the best-scoring feasible node taken.
+//! An Instance of several pods is placed all or nothing.
+
+mod filters;
+mod resources;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+pub use filters::{Rejection, tolerates};
+pub use resources::{Ledger, pod_requests};
+
+use crate::api::core::PodSpec;
+use crate::cluster::Cluster;
+use crate::config::{Config, SchedulingProfile, ScoringStrategy};
+use crate::decision::Context;
+
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+/// More replacement pods than this is not simulated (`RecommendationTooLarge`).
+pub const MAX_PODS: usize = 128;
+
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Feasible,
+    Infeasible,
+    Unsupported,
+    Unavailable,
+}
+
+/// The profile a simulation ran with.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Profile {
+    pub scheduler_name: String,
+    pub backend: String,
+    pub scheduler_version: String,
+    #[serde(rename = "configurationID")]
+    pub configuration_id: String,
+    #[serde(skip)]
+    pub gang_scheduling: bool,
+    #[serde(skip)]
+    pub scoring: ScoringStrategy,
+}
+
+impl Profile {
+    /// kube-scheduler's defaults, served for `default-scheduler` when no profile is configured.
+    pub fn built_in() -> Profile {
+        Profile {
+            scheduler_name: DEFAULT_SCHEDULER.into(),
+            backend: "alfred-builtin".into(),
+            scheduler_version: "v1.34".into(),
+            configuration_id: "kube-scheduler-defaults".into(),
+            gang_scheduling: false,
+            scoring: ScoringStrategy::LeastAllocated,
+        }
+    }
+
+    fn configured(name: &str, p: &SchedulingProfile) -> Profile {
+        Profile {
+            scheduler_name: name.into(),
+            backend: p.backend.clone(),
+            scheduler_version: p.scheduler_version.clone(),
+            configuration_id: p.configuration_id.clone(),
+            gang_scheduling: p.gang_scheduling,
+            scoring: p.scoring_strategy,
+        }
+    }
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    pub pod: String,
+    pub node: String,
+}
+
+/// One simulation's answer.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Outcome {
+    pub status: Status,
+    pub reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+    /// The predicted node of every pod (Feasible only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<Placement>,
+    /// Why: kube-scheduler's summary for an infeasible pod, or what is missing.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// For an infeasible pod, the nodes grouped by the first filter that rejected them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub rejections: BTreeMap<String, Vec<String>>,
+}
+
+impl Outcome {
+    fn refused(status: Status, reason: &'static str, message: String) -> Outcome {
+        Outcome {
+            status,
+            reason,
+            profile: None,
+            placements: Vec::new(),
+            message,
+            rejections: BTreeMap::new(),
+        }
+    }
+}
+
+/// A pod to place: a name for the output and the spec it would be created with.
+#[derive(Clone, Debug)]
+pub struct NewPod {
+    pub name: String,
+    pub namespace: String,
+    /// Owned: the template of a live pod, with its node cleared.
+    pub spec: PodSpec,
+}
+
+/// Chooses the profile for the pods: their common scheduler name, then its configured profile,
+/// or the built-in one for `default-scheduler` when none is configured.
+pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<Outcome>> {
+    let name = |p: &NewPod| match p.spec.scheduler_name.as_str() {
+        "" => DEFAULT_SCHEDULER.to_string(),
+        n => n.to_string(),
+    };
+    let Some(first) = pods.first() else {
+        return Err(Box::new(Outcome::refused(
+            Status::Unavailable,
+            "NoTemplates",
+            "the Instance has no pods to take as templates".into(),
+        )));
+    };
+    let scheduler = name(first);
+    if let Some(other) = pods.iter().map(name).find(|n| *n != scheduler) {
+        return Err(Box::new(Outcome::refused(
+            Status::Unavailable,
+            "MixedSchedulers",
+            format!("its pods name two schedulers, {scheduler} and {other}; all must use one"),
+        )));
+    }
+    if let Some(bound) = pods.iter().find(|p| !p.spec.node_name.is_empty()) {
+        return Err(Box::new(Outcome::refused(
+            Status::Unavailable,
+            "TemplateBound",
+            format!(
+                "pod {} names its node ({}) in its template",
+                bound.name, bound.spec.node_name
+            ),
+        )));
+    }
+    let profile = match config.scheduling_profiles.get(&scheduler) {
+        Some(p) => Profile::configured(&scheduler, p),
+        None if scheduler == DEFAULT_SCHEDULER && config.scheduling_profiles.is_empty() => {
+            Profile::built_in()
+        }
+        None => {
+            return Err(Box::new(Outcome::refused(
+                Status::Unavailable,
+                "ProfileNotConfigured",
+                format!(
+                    "no scheduling profile for scheduler {scheduler}: add scheduling.profiles.{scheduler} to Alfred's configuration"
+                ),
+            )));
+        }
+    };
+    if pods.len() > MAX_PODS {
+        return Err(Box::new(Outcome::refused(
+            Status::Unsupported,
+            "RecommendationTooLarge",
+            format!(
+                "{} replacement pods; at most {MAX_PODS} are simulated",
+                pods.len()
+            ),
+        )));
+    }
+    if pods.len() > 1 && !profile.gang_scheduling {
+        return Err(Box::new(Outcome {
+            profile: Some(profile.clone()),
+            ..Outcome::refused(
+                Status::Unsupported,
+                "GangUnsupported",
+                format!(
+                    "the Instance has {} pods, which must be placed together, and profile {} does not simulate gangs (gangScheduling: true)",
+                    pods.len(),
+                    profile.scheduler_name
+                ),
+            )
+        }));
+    }
+    Ok(profile)
+}
+
+/// Places the pods, all or nothing, on nodes other than `exclude` (by index).
+pub fn simulate(
+    ctx: &Context<'_, '_>,
+    ledger: &Ledger,
+    pods: &[NewPod],
+    exclude: &[usize],
+) -> Outcome {
+    let profile = match select_profile(ctx.config, pods) {
+        Ok(p) => p,
+        Err(outcome) => return *outcome,
+    };
+    let cluster: &Cluster<'_> = ctx.cluster;
+    let mut ledger = ledger.clone();
+    let mut placements = Vec::new();
+    // Largest first, as a gang scheduler seats its biggest members before the rest.
+    let mut order: Vec<(usize, Vec<(usize, i64)>)> = pods
+        .iter()
+        .enumerate()
+        .map(|(k, p)| (k, ledger.requests_of(&p.spec)))
+        .collect();
+    order.sort_by_key(|(k, req)| (std::cmp::Reverse(ledger.gpus_in(req)), *k));
+    for (k, request) in order {
+        let pod = &pods[k];
+        let mut rejections: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut best: Option<(i64, usize)> = None;
+        for (n, node) in cluster.nodes.iter().enumerate() {
+            if exclude.contains(&n) {
+                rejections
+                    .entry("node(s) were excluded from the simulation".into())
+                    .or_default()
+                    .push(node.name.to_string());
+                continue;
+            }
+            match filters::check(ctx, &ledger, pod, &request, n) {
+                Err(r) => rejections
+                    .entry(r.message())
+                    .or_default()
+                    .push(node.name.to_string()),
+                Ok(()) => {
+                    let score =
+                        filters::score(ctx, &ledger, &pod.spec, &request, n, profile.scoring);
+                    // Highest score; the lowest node name breaks ties (nodes are by name).
+                    if best.is_none_or(|(s, _)| score > s) {
+                        best = Some((score, n));
+                    }
+                }
+            }
+        }
+        let Some((_, n)) = best else {
+            let total = cluster.nodes.len();
+            let mut parts: Vec<(usize, &String)> =
+                rejections.iter().map(|(m, ns)| (ns.len(), m)).collect();
+            parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+            let summary: Vec<String> = parts.iter().map(|(c, m)| format!("{c} {m}")).collect();
+            return Outcome {
+                status: Status::Infeasible,
+                reason: "NoFeasiblePlacement",
+                profile: Some(profile),
+                placements: Vec::new(),
+                message: format!(
+                    "pod {}: 0/{total} nodes are available: {}.",
+                    pod.name,
+                    summary.join(", ")
+                ),
+                rejections,
+            };
+        };
+        ledger.add(n, &request);
+        placements.push((
+            k,
+            Placement {
+                pod: pod.name.clone(),
+                node: cluster.nodes[n].name.to_string(),
+            },
+        ));
+    }
+    placements.sort_by_key(|(k, _)| *k);
+    Outcome {
+        status: Status::Feasible,
+        reason: "PlacementFound",
+        profile: Some(profile),
+        placements: placements.into_iter().map(|(_, p)| p).collect(),
+        message: String::new(),
+        rejections: BTreeMap::new(),
+    }
+}
+
+/// The pods an Instance's replacement would be created as: its live pods, unbound.
+pub fn instance_pods(cluster: &Cluster<'_>, instance: usize) -> Vec<NewPod> {
+    cluster.instances[instance]
+        .pods
+        .iter()
+        .map(|&p| &cluster.pods[p])
+        .filter(|p| !p.terminal && !p.terminating)
+        .map(|p| {
+            let mut spec = p.pod.spec.clone();
+            spec.node_name.clear();
+            NewPod {
+                name: p.name.to_string(),
+                namespace: p.namespace.to_string(),
+                spec,
+            }
+        })
+        .collect()
+}

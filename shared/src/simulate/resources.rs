@@ -1,0 +1,168 @@
+//! Resource accounting as NodeResourcesFit sees it: each node's allocatable and the requests of
+//! the pods bound to it, in milli-units, over every resource a node offers or a pod asks for.
+
+use std::collections::HashMap;
+
+use crate::api::core::{Container, PodSpec};
+use crate::cluster::{Cluster, is_gpu_resource};
+use crate::quantity;
+
+/// Allocatable and requested per node, kept once per pass and copied per simulation.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    /// Resource name -> column.
+    columns: HashMap<String, usize>,
+    names: Vec<String>,
+    /// Per node: allocatable per column (0 when the node does not offer it).
+    allocatable: Vec<Vec<i64>>,
+    requested: Vec<Vec<i64>>,
+    /// Pods bound per node, and how many the node takes (its `pods` allocatable).
+    pods: Vec<i64>,
+    pod_limit: Vec<i64>,
+}
+
+/// A quantity in milli-units, rounded up as Kubernetes rounds requests.
+fn milli(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> i64 {
+    quantity::value(q).map_or(0, |v| (v * 1000.0).ceil() as i64)
+}
+
+/// A container's request for a resource: its request, else its limit (the API server copies a
+/// limit into a missing request).
+fn container_request(c: &Container, resource: &str) -> i64 {
+    c.resources
+        .requests
+        .get(resource)
+        .or_else(|| c.resources.limits.get(resource))
+        .map_or(0, milli)
+}
+
+/// A pod's effective requests as Kubernetes computes them: app containers plus sidecars, or the
+/// peak of the init sequence when that is larger, plus the pod overhead; milli-units by name.
+pub fn pod_requests(spec: &PodSpec) -> Vec<(String, i64)> {
+    let mut names: Vec<&str> = Vec::new();
+    for c in spec.containers.iter().chain(&spec.init_containers) {
+        names.extend(c.resources.requests.keys());
+        names.extend(c.resources.limits.keys());
+    }
+    names.extend(spec.overhead.keys());
+    names.sort_unstable();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|r| {
+            let app: i64 = spec
+                .containers
+                .iter()
+                .map(|c| container_request(c, r))
+                .sum();
+            let (mut sidecars, mut init_peak) = (0i64, 0i64);
+            for c in &spec.init_containers {
+                let amount = container_request(c, r);
+                if c.restart_policy == "Always" {
+                    sidecars += amount;
+                    init_peak = init_peak.max(sidecars);
+                } else {
+                    init_peak = init_peak.max(sidecars + amount);
+                }
+            }
+            let overhead = spec.overhead.get(r).map_or(0, milli);
+            (r.to_string(), (app + sidecars).max(init_peak) + overhead)
+        })
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+impl Ledger {
+    pub fn new(cluster: &Cluster<'_>) -> Ledger {
+        let mut ledger = Ledger {
+            columns: HashMap::new(),
+            names: Vec::new(),
+            allocatable: vec![Vec::new(); cluster.nodes.len()],
+            requested: vec![Vec::new(); cluster.nodes.len()],
+            pods: vec![0; cluster.nodes.len()],
+            pod_limit: vec![0; cluster.nodes.len()],
+        };
+        for (n, node) in cluster.nodes.iter().enumerate() {
+            for (name, q) in node.node.allocatable().iter() {
+                if name == "pods" {
+                    ledger.pod_limit[n] = milli(q) / 1000;
+                } else {
+                    let c = ledger.column(name);
+                    ledger.allocatable[n][c] = milli(q);
+                }
+            }
+        }
+        for p in cluster.pods.iter().filter(|p| !p.terminal) {
+            let Some(n) = p.node.and_then(|name| cluster.node_index(name)) else {
+                continue;
+            };
+            ledger.pods[n] += 1;
+            for (name, amount) in pod_requests(&p.pod.spec) {
+                let c = ledger.column(&name);
+                ledger.requested[n][c] += amount;
+            }
+        }
+        ledger
+    }
+
+    fn column(&mut self, name: &str) -> usize {
+        if let Some(&c) = self.columns.get(name) {
+            return c;
+        }
+        let c = self.names.len();
+        self.columns.insert(name.to_string(), c);
+        self.names.push(name.to_string());
+        for row in self.allocatable.iter_mut().chain(self.requested.iter_mut()) {
+            row.resize(c + 1, 0);
+        }
+        c
+    }
+
+    /// A new pod's requests by column; resources no node offers get a column too.
+    pub fn requests_of(&mut self, spec: &PodSpec) -> Vec<(usize, i64)> {
+        pod_requests(spec)
+            .into_iter()
+            .map(|(name, amount)| (self.column(&name), amount))
+            .collect()
+    }
+
+    pub fn name(&self, column: usize) -> &str {
+        &self.names[column]
+    }
+
+    pub fn gpus_in(&self, request: &[(usize, i64)]) -> i64 {
+        request
+            .iter()
+            .filter(|(c, _)| is_gpu_resource(&self.names[*c]))
+            .map(|(_, v)| v)
+            .sum()
+    }
+
+    /// (allocatable, requested) of a resource on a node, in milli-units.
+    pub fn usage(&self, node: usize, column: usize) -> (i64, i64) {
+        (
+            self.allocatable[node].get(column).copied().unwrap_or(0),
+            self.requested[node].get(column).copied().unwrap_or(0),
+        )
+    }
+
+    pub fn column_of(&self, name: &str) -> Option<usize> {
+        self.columns.get(name).copied()
+    }
+
+    /// (pods bound, pods the node takes).
+    pub fn pods_on(&self, node: usize) -> (i64, i64) {
+        (self.pods[node], self.pod_limit[node])
+    }
+
+    /// Charges a placed pod to its node.
+    pub fn add(&mut self, node: usize, request: &[(usize, i64)]) {
+        self.pods[node] += 1;
+        for &(c, amount) in request {
+            if self.requested[node].len() <= c {
+                self.requested[node].resize(c + 1, 0);
+            }
+            self.requested[node][c] += amount;
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! The scheduler simulation, filter by filter, with the Kubernetes documentation's examples.
+
+use alfred::cluster::Cluster;
+use alfred::config::Config;
+use alfred::decision::Context;
+use alfred::simulate::{Ledger, NewPod, Outcome, Status, simulate, tolerates};
+use alfred::snapshot::Snapshot;
+use k8s_openapi::api::core::v1::{Taint, Toleration};
+use serde_json::{Value, json};
+
+const NOW: &str = "2026-09-28T10:15:00Z";
+
+fn node(name: &str, gpus: i64, extra: Value) -> Value {
+    let mut n = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100"}},
+        "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "memory": "512Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}});
+    merge(&mut n, extra);
+    n
+}
+
+fn running(name: &str, on: &str, gpus: i64, cpu: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team"},
+        "spec": {"nodeName": on, "containers": [{"name": "c", "resources": {
+            "requests": {"cpu": cpu}, "limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+        "status": {"phase": "Running"}})
+}
+
+fn merge(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(b), Value::Object(e)) => {
+            for (k, v) in e {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, e) => *b = e,
+    }
+}
+
+fn new_pod(name: &str, gpus: i64, extra: Value) -> NewPod {
+    let mut spec = json!({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]});
+    merge(&mut spec, extra);
+    NewPod {
+        name: name.into(),
+        namespace: "team".into(),
+        spec: serde_json::from_value(spec).unwrap(),
+    }
+}
+
+fn run(items: Vec<Value>, config: &str, pods: &[NewPod], exclude: &[&str]) -> Outcome {
+    let snapshot =
+        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
+            .unwrap();
+    let config = Config::parse(&format!("schemaVersion: 1\n{config}")).unwrap();
+    let cluster = Cluster::build(&snapshot, &config, NOW.parse().unwrap());
+    let ctx = Context::new(&cluster, &snapshot, &config);
+    let exclude: Vec<usize> = exclude
+        .iter()
+        .map(|n| cluster.node_index(n).unwrap())
+        .collect();
+    simulate(&ctx, &Ledger::new(&cluster), pods, &exclude)
+}
+
+fn placed(o: &Outcome) -> Vec<&str> {
+    o.placements.iter().map(|p| p.node.as_str()).collect()
+}
+
+fn taint(key: &str, value: &str, effect: &str) -> Taint {
+    Taint {
+        key: key.into(),
+        value: Some(value.into()).filter(|v: &String| !v.is_empty()),
+        effect: effect.into(),
+        time_added: None,
+    }
+}
+
+fn toleration(v: Value) -> Toleration {
+    serde_json::from_value(v).unwrap()
+}
+
+#[test]
+fn toleration_matching_as_documented() {
+    let t = taint("key1", "value1", "NoSchedule");
+    assert!(tolerates(
+        &toleration(
+            json!({"key": "key1", "operator": "Equal", "value": "value1", "effect": "NoSchedule"})
+        ),
+        &t
+    ));
+    assert!(tolerates(
+        &toleration(json!({"key": "key1", "operator": "Exists", "effect": "NoSchedule"})),
+        &t
+    ));
+    assert!(
+        tolerates(&toleration(json!({"key": "key1", "value": "value1"})), &t),
+        "Equal is the default; no effect matches all"
+    );
+    assert!(
+        tolerates(&toleration(json!({"operator": "Exists"})), &t),
+        "an empty key with Exists tolerates everything"
+    );
+    assert!(!tolerates(
+        &toleration(json!({"key": "key1", "operator": "Equal", "value": "other"})),
+        &t
+    ));
+    assert!(!tolerates(
+        &toleration(json!({"key": "key1", "operator": "Exists", "effect": "NoExecute"})),
+        &t
+    ));
+    assert!(!tolerates(
+        &toleration(json!({"key": "key2", "operator": "Exists"})),
+        &t
+    ));
+}
+
+#[test]
+fn taints_cordons_and_node_names_filter() {
+    let items = vec![
+        node(
+            "tainted",
+            8,
+            json!({"spec": {"taints": [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}}),
+        ),
+        node("cordoned", 8, json!({"spec": {"unschedulable": true}})),
+        node(
+            "soft",
+            8,
+            json!({"spec": {"taints": [{"key": "spot", "effect": "PreferNoSchedule"}]}}),
+        ),
+    ];
+    // PreferNoSchedule only scores: the one node left takes the pod.
+    let o = run(items.clone(), "", &[new_pod("p", 1, json!({}))], &[]);
+    assert_eq!((o.status, placed(&o)), (Status::Feasible, vec!["soft"]));
+    let o = run(items.clone(), "", &[new_pod("p", 1, json!({}))], &["soft"]);
+    assert_eq!(o.status, Status::Infeasible);
+    assert_eq!(
+        o.message,
+        "pod p: 0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, 1 node(s) were excluded from the simulation, 1 node(s) were unschedulable."
+    );
+    // Tolerating the taint opens the node; tolerating the cordon opens the other.
+    let o = run(
+        items.clone(),
+        "",
+        &[new_pod(
+            "p",
+            1,
+            json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}),
+        )],
+        &["soft"],
+    );
+    assert_eq!(placed(&o), vec!["tainted"]);
+    let o = run(
+        items,
+        "",
+        &[new_pod(
+            "p",
+            1,
+            json!({"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]}),
+        )],
+        &["soft"],
+    );
+    assert_eq!(placed(&o), vec!["cordoned"]);
+}
+
+#[test]
+fn node_selector_and_affinity() {
+    let items = vec![
+        node(
+            "a",
+            8,
+            json!({"metadata": {"labels": {"zone": "z1", "disk": "ssd"}}}),
+        ),
+        node("b", 8, json!({"metadata": {"labels": {"zone": "z2"}}})),
+    ];
+    let o = run(
+        items.clone(),
+        "",
+        &[new_pod("p", 1, json!({"nodeSelector": {"disk": "ssd"}}))],
+        &[],
+    );
+    assert_eq!(placed(&o), vec!["a"]);
+    let affinity = |op: &str, values: Value| {
+        json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": op, "values": values}]}]}}}})
+    };
+    assert_eq!(
+        placed(&run(
+            items.clone(),
+            "",
+            &[new_pod("p", 1, affinity("In", json!(["z2"])))],
+            &[]
+        )),
+        vec!["b"]
+    );
+    assert_eq!(
+        placed(&run(
+            items.clone(),
+            "",
+            &[new_pod("p", 1, affinity("NotIn", json!(["z1"])))],
+            &[]
+        )),
+        vec!["b"]
+    );
+    let o = run(
+        items.clone(),
+        "",
+        &[new_pod("p", 1, affinity("In", json!(["z3"])))],
+        &[],
+    );
+    assert_eq!(
+        o.message,
+        "pod p: 0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    );
+    // Preferred terms pick among feasible nodes.
+    let preferred = json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z2"]}]}}]}}});
+    assert_eq!(
+        placed(&run(items, "", &[new_pod("p", 1, preferred)], &[])),
+        vec!["b"]
+    );
+}
+
+#[test]
+fn resources_fit_with_the_old_pods_still_running() {
+    let items = vec![
+        node("a", 8, json!({})),
+        node("b", 8, json!({"status": {"allocatable": {"pods": "1"}}})),
+        running("old-1", "a", 6, "1"),
+        running("old-2", "b", 0, "1"),
+    ];
+    let o = run(items.clone(), "", &[new_pod("p", 4, json!({}))], &[]);
+    assert_eq!(o.status, Status::Infeasible);
+    assert_eq!(
+        o.message,
+        "pod p: 0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 Too many pods."
+    );
+    // cpu counts from requests; init containers as Kubernetes sums them.
+    let big_init =
+        json!({"initContainers": [{"name": "i", "resources": {"requests": {"cpu": "64"}}}]});
+    let o = run(items.clone(), "", &[new_pod("p", 1, big_init)], &["b"]);
+    assert_eq!(
+        o.message,
+        "pod p: 0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were excluded from the simulation."
+    );
+    assert_eq!(
+        placed(&run(items, "", &[new_pod("p", 2, json!({}))], &["b"])),
+        vec!["a"]
+    );
+}
+
+#[test]
+fn scoring_spreads_or_packs_by_profile() {
+    let items = vec![
+        node("empty", 8, json!({})),
+        node("busy", 8, json!({})),
+        running("old", "busy", 6, "32"),
+    ];
+    let o = run(items.clone(), "", &[new_pod("p", 1, json!({}))], &[]);
+    assert_eq!(
+        placed(&o),
+        vec!["empty"],
+        "LeastAllocated, kube-scheduler's default, spreads"
+    );
+    let packing = "scheduling: {profiles: {default-scheduler: {backend: kube-scheduler, schedulerVersion: v1.34, configurationID: binpack, scoringStrategy: MostAllocated}}}\n";
+    let o = run(items, packing, &[new_pod("p", 1, json!({}))], &[]);
+    assert_eq!(placed(&o), vec!["busy"], "MostAllocated packs");
+    assert_eq!(o.profile.unwrap().configuration_id, "binpack");
+}
+
+#[test]
+fn volumes_bound_to_a_node_pin_the_pod() {
+    let items = vec![
+        node("a", 8, json!({})),
+        node("b", 8, json!({})),
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "team"},
+               "spec": {"volumeName": "pv-data", "accessModes": ["ReadWriteMany"]}}),
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-data"},
+               "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                   {"key": "kubernetes.io/hostname", "operator": "In", "values": ["b"]}]}]}}}}),
+    ];
+    let claim = json!({"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]});
+    assert_eq!(
+        placed(&run(
+            items.clone(),
+            "",
+            &[new_pod("p", 1, claim.clone())],
+            &[]
+        )),
+        vec!["b"]
+    );
+    let o = run(items, "", &[new_pod("p", 1, claim)], &["b"]);
+    assert_eq!(
+        o.message,
+        "pod p: 0/2 nodes are available: 1 node(s) had volume node affinity conflict, 1 node(s) were excluded from the simulation."
+    );
+}
+
+#[test]
+fn gangs_are_all_or_nothing_and_need_a_gang_profile() {
+    let items = vec![
+        node("a", 8, json!({})),
+        node("b", 8, json!({})),
+        running("old", "b", 4, "1"),
+    ];
+    let gang = [
+        new_pod("leader", 8, json!({})),
+        new_pod("worker", 8, json!({})),
+    ];
+    let o = run(items.clone(), "", &gang, &[]);
+    assert_eq!(
+        (o.status, o.reason),
+        (Status::Unsupported, "GangUnsupported")
+    );
+    let gangs = "scheduling: {profiles: {default-scheduler: {backend: ome-scheduler, schedulerVersion: v1.35, configurationID: gang, gangScheduling: true}}}\n";
+    // The leader takes a; the worker fits nowhere, so nothing is placed.
+    let o = run(items.clone(), gangs, &gang, &[]);
+    assert_eq!(
+        (o.status, o.reason),
+        (Status::Infeasible, "NoFeasiblePlacement")
+    );
+    assert!(o.placements.is_empty());
+    assert!(
+        o.message.starts_with("pod worker: 0/2 nodes are available"),
+        "{}",
+        o.message
+    );
+    let small = [
+        new_pod("leader", 4, json!({})),
+        new_pod("worker", 4, json!({})),
+    ];
+    let o = run(items, gangs, &small, &[]);
+    assert_eq!(o.status, Status::Feasible);
+    assert_eq!(o.placements.len(), 2);
+}
+
+#[test]
+fn profile_selection_and_its_reasons() {
+    let items = vec![node("a", 8, json!({}))];
+    let named = |s: &str| new_pod("p", 1, json!({"schedulerName": s}));
+    let o = run(items.clone(), "", &[named("ome-scheduler")], &[]);
+    assert_eq!(
+        (o.status, o.reason),
+        (Status::Unavailable, "ProfileNotConfigured")
+    );
+    assert!(
+        o.message.contains("add scheduling.profiles.ome-scheduler"),
+        "{}",
+        o.message
+    );
+    let o = run(
+        items.clone(),
+        "",
+        &[named("a-sched"), named("b-sched")],
+        &[],
+    );
+    assert_eq!(o.reason, "MixedSchedulers");
+    let o = run(items.clone(), "", &[], &[]);
+    assert_eq!(o.reason, "NoTemplates");
+    let o = run(
+        items.clone(),
+        "",
+        &[new_pod("p", 1, json!({"nodeName": "a"}))],
+        &[],
+    );
+    assert_eq!(o.reason, "TemplateBound");
+    // Configured profiles replace the built-in one, even for default-scheduler.
+    let other = "scheduling: {profiles: {ome-scheduler: {backend: ome, schedulerVersion: v1.35, configurationID: c1}}}\n";
+    assert_eq!(
+        run(items.clone(), other, &[named("")], &[]).reason,
+        "ProfileNotConfigured"
+    );
+    assert_eq!(
+        run(items.clone(), other, &[named("ome-scheduler")], &[]).reason,
+        "PlacementFound"
+    );
+    let many: Vec<NewPod> = (0..129)
+        .map(|k| new_pod(&format!("p{k}"), 0, json!({})))
+        .collect();
+    let gangs = "scheduling: {profiles: {default-scheduler: {backend: b, schedulerVersion: v, configurationID: c, gangScheduling: true}}}\n";
+    assert_eq!(
+        run(items, gangs, &many, &[]).reason,
+        "RecommendationTooLarge"
+    );
+}
