@@ -123,6 +123,20 @@ fn explain_text(explanations: &[Explanation]) -> Result<String> {
                 .collect();
             writeln!(out, "  best targets, fullest first: {}", t.join(", "))?;
         }
+        if let Some(sim) = &e.scheduling {
+            let placed: Vec<String> = sim.placements.iter().map(|p| p.node.clone()).collect();
+            writeln!(
+                out,
+                "  scheduler (off its current node): {:?}/{}{}",
+                sim.status,
+                sim.reason,
+                if placed.is_empty() {
+                    format!(": {}", sim.message)
+                } else {
+                    format!(", on {}", placed.join(", "))
+                }
+            )?;
+        }
         if e.recommendations.is_empty() {
             writeln!(
                 out,

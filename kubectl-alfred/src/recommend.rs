@@ -305,19 +305,40 @@ fn rows_table(
         writeln!(out, "  {}: {detail}", row_ranges(rows))?;
     }
     if wide {
-        for (k, r) in shown.iter().filter(|(_, r)| !r.planned.is_empty()) {
-            let planned: Vec<String> = r
-                .planned
-                .iter()
-                .map(|(p, n)| format!("{p} -> {n}"))
-                .collect();
-            writeln!(
-                out,
-                "  {}: planned {}; may target {}",
-                k + 1,
-                planned.join(", "),
-                r.placement_targets.join(", ")
-            )?;
+        for (k, r) in shown {
+            if !r.planned.is_empty() {
+                let planned: Vec<String> = r
+                    .planned
+                    .iter()
+                    .map(|(p, n)| format!("{p} -> {n}"))
+                    .collect();
+                writeln!(
+                    out,
+                    "  {}: planned {}; may target {}",
+                    k + 1,
+                    planned.join(", "),
+                    r.placement_targets.join(", ")
+                )?;
+            }
+            if let Some(sim) = &r.simulation {
+                let mut line = format!(
+                    "  {}: scheduler predicts {:?}/{}",
+                    k + 1,
+                    sim.status,
+                    sim.reason
+                );
+                let placed: Vec<String> = sim
+                    .placements
+                    .iter()
+                    .map(|p| format!("{} -> {}", p.pod, p.node))
+                    .collect();
+                if !placed.is_empty() {
+                    write!(line, ": {}", placed.join(", "))?;
+                } else if !sim.message.is_empty() {
+                    write!(line, ": {}", sim.message)?;
+                }
+                writeln!(out, "{line}")?;
+            }
         }
     }
     Ok(())

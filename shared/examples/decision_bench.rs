@@ -16,7 +16,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use alfred::cluster::Cluster;
 use alfred::config::Config;
-use alfred::decision::decide;
+use alfred::decision::{Context, decide};
+use alfred::simulate::{Ledger, NewPod, simulate};
 use alfred::snapshot::Snapshot;
 
 const RUNS: usize = 7;
@@ -69,6 +70,46 @@ fn main() {
         times[times.len() - 1],
         times.len()
     );
+    // Simulation: one Ledger (what a pass builds once) and an 8-pod gang on the whole cluster.
+    let gang_config = Config::parse(
+        "schemaVersion: 1\nscheduling: {profiles: {default-scheduler: {backend: b, schedulerVersion: v, configurationID: c, gangScheduling: true}}}\n",
+    )
+    .expect("config");
+    let ctx = Context::new(&cluster, &snapshot, &gang_config);
+    let mut ledgers = Vec::new();
+    let mut gangs = Vec::new();
+    for _ in 0..runs() {
+        let start = Instant::now();
+        let ledger = Ledger::new(&cluster);
+        ledgers.push(start.elapsed().as_secs_f64() * 1e3);
+        let pods: Vec<NewPod> = (0..8)
+            .map(|k| {
+                let mut spec = cluster.pods[k].pod.spec.clone();
+                spec.node_name.clear();
+                NewPod {
+                    name: format!("gang-{k}"),
+                    namespace: "ns-0".into(),
+                    spec,
+                }
+            })
+            .collect();
+        let start = Instant::now();
+        let outcome = simulate(&ctx, &ledger, &pods, &[]);
+        gangs.push(start.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(outcome.placements.len(), 8, "{}", outcome.message);
+    }
+    for (what, times) in [
+        ("ledger (once a pass)", &mut ledgers),
+        ("8-pod gang simulation", &mut gangs),
+    ] {
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{what}: median {:.1} ms (min {:.1}, max {:.1})",
+            times[times.len() / 2],
+            times[0],
+            times[times.len() - 1]
+        );
+    }
     if let Some(kib) = peak_rss_kib() {
         println!(
             "peak RSS: {:.0} MiB (snapshot text, parsed snapshot and model included)",

@@ -766,7 +766,13 @@ fn orphan_pods_on_a_node_being_left() {
 #[test]
 fn rows_serialize_in_the_last_cycle_schema() {
     let d = two_nodes().decide(V1);
-    let c = serde_json::to_value(&defrag(&d, "team/c", 0).row).unwrap();
+    let mut c = serde_json::to_value(&defrag(&d, "team/c", 0).row).unwrap();
+    let scheduling = c.as_object_mut().unwrap().remove("scheduling").unwrap();
+    assert_eq!(scheduling["status"], "Feasible");
+    assert_eq!(
+        scheduling["placements"],
+        json!([{"pod": "c-engine-0-default-0", "node": "n1"}])
+    );
     assert_eq!(
         c,
         json!({"workload": "team/c", "component": "engine", "instance": 0, "policy": "defragmentation",
@@ -1156,4 +1162,48 @@ proptest::proptest! {
             proptest::prop_assert!(close(full, r.benefit.unwrap()), "{} vs {:?}", full, r.benefit);
         }
     }
+}
+
+#[test]
+fn rows_carry_their_simulation_up_to_the_budget() {
+    // Ten single-GPU Instances on n1, room on n2: ten rows, eight simulated.
+    let mut w = World::new()
+        .node("n1", 8)
+        .node("n2", 8)
+        .omenative("team", "big", &[("n2", 4)]);
+    for k in 0..6 {
+        w = w.omenative("team", &format!("s{k}"), &[("n1", 1)]);
+    }
+    w = w.omenative("team", "m", &[("n2", 1), ("n2", 1), ("n2", 1)]);
+    let d = w.decide(V1);
+    let simulated: Vec<&alfred::decision::Scheduling> = d
+        .recommendations
+        .iter()
+        .filter_map(|r| r.row.scheduling.as_ref())
+        .collect();
+    assert_eq!(simulated.len(), d.recommendations.len());
+    assert_eq!(
+        simulated
+            .iter()
+            .filter(|s| s.reason == "SimulationBudgetExceeded")
+            .count(),
+        d.recommendations.len() - 8
+    );
+    let mut feasible = 0;
+    for r in d.recommendations.iter().take(8) {
+        let s = r.row.scheduling.as_ref().unwrap();
+        assert_eq!(s.scheduler_name, "default-scheduler");
+        assert_eq!(s.snapshot_time, Some(NOW.parse().unwrap()));
+        match (s.status.as_str(), s.reason.as_str()) {
+            ("Feasible", "PlacementFound") => feasible += 1,
+            // The 4-GPU Instance: no other node has 4 free.
+            ("Infeasible", "NoFeasiblePlacement") => assert_eq!(r.row.workload, "team/big"),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            s.placements.iter().all(|p| p.node != r.row.from_node),
+            "a move never lands on its source: {r:?}"
+        );
+    }
+    assert!(feasible >= 6);
 }

@@ -9,6 +9,7 @@ use super::eligibility::{self, Purpose};
 use super::{AdvisoryReason, Decision, Row, surge};
 use crate::api::component::ComponentKind;
 use crate::mode::DeploymentMode;
+use crate::simulate;
 
 /// Which Instances to explain: `NAMESPACE/NAME[/COMPONENT[/INSTANCE]]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,6 +85,9 @@ pub struct Explanation {
     pub checks: Vec<CheckLine>,
     /// Where its new pods could go, fullest first.
     pub targets: Vec<Target>,
+    /// Where the scheduler would put its replacement now, off its current node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<crate::simulate::Outcome>,
     /// What this pass recommends about it (rows for the Instance or its whole component).
     pub recommendations: Vec<Row>,
 }
@@ -159,6 +163,7 @@ fn explain_instance(ctx: &Context<'_, '_>, decision: &Decision, i: usize) -> Exp
     };
     let mut checks = Vec::new();
     let mut targets = Vec::new();
+    let mut scheduling = None;
     match component.mode {
         DeploymentMode::OmeNative => {
             checks.push(CheckLine {
@@ -209,6 +214,20 @@ fn explain_instance(ctx: &Context<'_, '_>, decision: &Decision, i: usize) -> Exp
                 reason,
                 detail,
             });
+            if inst.gpus > 0 {
+                let exclude: Vec<usize> = inst
+                    .primary_node
+                    .as_deref()
+                    .and_then(|n| cluster.node_index(n))
+                    .into_iter()
+                    .collect();
+                scheduling = Some(simulate::simulate(
+                    ctx,
+                    &simulate::Ledger::new(cluster),
+                    &simulate::instance_pods(cluster, i),
+                    &exclude,
+                ));
+            }
             targets = surge::targets(ctx, i, &[], 5)
                 .into_iter()
                 .map(|n| Target {
@@ -249,6 +268,7 @@ fn explain_instance(ctx: &Context<'_, '_>, decision: &Decision, i: usize) -> Exp
         nodes,
         checks,
         targets,
+        scheduling,
         recommendations,
     }
 }

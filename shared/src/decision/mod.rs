@@ -13,6 +13,7 @@ mod nodehealth;
 pub mod record;
 pub mod score;
 pub mod sequence;
+mod simulation;
 pub mod surge;
 
 use std::collections::BTreeMap;
@@ -142,7 +143,37 @@ pub struct Row {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduling: Option<serde_json::Value>,
+    pub scheduling: Option<Scheduling>,
+}
+
+/// A row's simulation (alfred-reference.md §3.1 `scheduling`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Scheduling {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scheduler_name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub backend: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scheduler_version: String,
+    #[serde(
+        default,
+        rename = "configurationID",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub configuration_id: String,
+    pub status: String,
+    pub reason: String,
+    #[serde(
+        default,
+        rename = "snapshotID",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub snapshot_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_time: Option<k8s_openapi::jiff::Timestamp>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<crate::simulate::Placement>,
 }
 
 impl Row {
@@ -189,6 +220,7 @@ impl Recommendation {
             detail,
             benefit: None,
             cost: None,
+            simulation: None,
         }
     }
 
@@ -230,6 +262,8 @@ pub struct Recommendation {
     /// Defragmentation moves: the fragmentation the move removes and its cost.
     pub benefit: Option<f64>,
     pub cost: Option<f64>,
+    /// The simulation's full answer, for people (`scheduling` in the row is its summary).
+    pub simulation: Option<crate::simulate::Outcome>,
 }
 
 impl Recommendation {
@@ -285,6 +319,7 @@ pub fn decide_with(ctx: &Context<'_, '_>) -> Decision {
         recommendations.extend(rows);
         dropped_outside_window = dropped;
     }
+    simulation::attach(ctx, &mut recommendations);
     for r in &mut recommendations {
         if r.row.advisory_reason.is_none() {
             r.row.advisory_reason = Some(AdvisoryReason::SimulationRecommendOnly);

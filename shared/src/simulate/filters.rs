@@ -11,7 +11,7 @@ use crate::decision::Context;
 use crate::selector;
 
 /// The first filter that rejected a node, as kube-scheduler words it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Rejection {
     Unschedulable,
     NodeName,
@@ -65,14 +65,18 @@ pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
     }
 }
 
-/// Runs the filters on one node; the first rejection wins.
-pub fn check(
-    ctx: &Context<'_, '_>,
-    ledger: &Ledger,
-    pod: &NewPod,
-    request: &[(usize, i64)],
-    n: usize,
-) -> Result<(), Rejection> {
+/// NodeResourcesFit alone, cheaply: room for one more pod and for every request.
+pub fn fits(ledger: &Ledger, request: &[(usize, i64)], n: usize) -> bool {
+    let (bound, limit) = ledger.pods_on(n);
+    bound < limit
+        && request.iter().all(|&(c, amount)| {
+            let (allocatable, requested) = ledger.usage(n, c);
+            allocatable - requested >= amount
+        })
+}
+
+/// The filters before NodeResourcesFit, which do not change as pods are placed.
+fn before_fit(ctx: &Context<'_, '_>, pod: &NewPod, n: usize) -> Result<(), Rejection> {
     let node = &ctx.cluster.nodes[n];
     let spec = &pod.spec;
     let taints = &node.node.spec.taints;
@@ -116,23 +120,33 @@ pub fn check(
     if !selected || required.is_some_and(|r| !selector::matches(r, node.node)) {
         return Err(Rejection::NodeAffinity);
     }
-    // NodeResourcesFit.
-    let (bound, limit) = ledger.pods_on(n);
-    if bound + 1 > limit {
-        return Err(Rejection::TooManyPods);
-    }
-    let short: Vec<String> = request
-        .iter()
-        .filter(|&&(c, amount)| {
-            let (allocatable, requested) = ledger.usage(n, c);
-            allocatable - requested < amount
-        })
-        .map(|&(c, _)| ledger.name(c).to_string())
-        .collect();
-    if !short.is_empty() {
+    Ok(())
+}
+
+/// NodeResourcesFit, with the reasons kube-scheduler gives.
+fn resource_fit(ledger: &Ledger, request: &[(usize, i64)], n: usize) -> Result<(), Rejection> {
+    if !fits(ledger, request, n) {
+        let (bound, limit) = ledger.pods_on(n);
+        if bound + 1 > limit {
+            return Err(Rejection::TooManyPods);
+        }
+        let short = request
+            .iter()
+            .filter(|&&(c, amount)| {
+                let (allocatable, requested) = ledger.usage(n, c);
+                allocatable - requested < amount
+            })
+            .map(|&(c, _)| ledger.name(c).to_string())
+            .collect();
         return Err(Rejection::Insufficient(short));
     }
-    // VolumeBinding: a bound claim's volume must be reachable from the node.
+    Ok(())
+}
+
+/// VolumeBinding: a bound claim's volume must be reachable from the node.
+fn after_fit(ctx: &Context<'_, '_>, pod: &NewPod, n: usize) -> Result<(), Rejection> {
+    let node = &ctx.cluster.nodes[n];
+    let spec = &pod.spec;
     for v in spec
         .volumes
         .iter()
@@ -161,6 +175,38 @@ pub fn check(
     Ok(())
 }
 
+/// What does not change while pods are placed: the filters before and after NodeResourcesFit,
+/// computed once per distinct pod spec and node.
+pub struct Fixed {
+    before: Result<(), Rejection>,
+    after: Result<(), Rejection>,
+}
+
+pub fn fixed(ctx: &Context<'_, '_>, pod: &NewPod, n: usize) -> Fixed {
+    Fixed {
+        before: before_fit(ctx, pod, n),
+        after: after_fit(ctx, pod, n),
+    }
+}
+
+impl Fixed {
+    pub fn passes(&self) -> bool {
+        self.before.is_ok() && self.after.is_ok()
+    }
+}
+
+/// Runs the filters on one node in kube-scheduler's order; the first rejection wins.
+pub fn check(
+    fixed: &Fixed,
+    ledger: &Ledger,
+    request: &[(usize, i64)],
+    n: usize,
+) -> Result<(), Rejection> {
+    fixed.before.clone()?;
+    resource_fit(ledger, request, n)?;
+    fixed.after.clone()
+}
+
 /// How well a feasible node suits the pod: NodeResourcesFit (weight 1) over cpu, memory and the
 /// GPUs it asks for, preferred node affinity (weight 2, 0-100 by the terms' weights) and
 /// PreferNoSchedule taints it does not tolerate (weight 3, fewer is better).
@@ -173,19 +219,17 @@ pub fn score(
     strategy: ScoringStrategy,
 ) -> i64 {
     let node = &ctx.cluster.nodes[n];
-    let mut columns: Vec<usize> = ["cpu", "memory"]
+    let base = ["cpu", "memory"]
         .into_iter()
-        .filter_map(|r| ledger.column_of(r))
-        .collect();
-    columns.extend(
-        request
-            .iter()
-            .map(|&(c, _)| c)
-            .filter(|&c| crate::cluster::is_gpu_resource(ledger.name(c))),
-    );
-    let mut fit = 0i64;
-    for &c in &columns {
+        .filter_map(|r| ledger.column_of(r));
+    let gpus = request
+        .iter()
+        .map(|&(c, _)| c)
+        .filter(|&c| crate::cluster::is_gpu_resource(ledger.name(c)));
+    let (mut fit, mut counted) = (0i64, 0i64);
+    for c in base.chain(gpus) {
         let (allocatable, requested) = ledger.usage(n, c);
+        counted += 1;
         if allocatable <= 0 {
             continue;
         }
@@ -196,11 +240,7 @@ pub fn score(
             ScoringStrategy::MostAllocated => used * 100 / allocatable,
         };
     }
-    let fit = if columns.is_empty() {
-        0
-    } else {
-        fit / columns.len() as i64
-    };
+    let fit = if counted == 0 { 0 } else { fit / counted };
     let preferred = spec
         .affinity
         .as_ref()

@@ -71,7 +71,7 @@ impl Profile {
     }
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Placement {
     pub pod: String,
@@ -92,7 +92,8 @@ pub struct Outcome {
     /// Why: kube-scheduler's summary for an infeasible pod, or what is missing.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
-    /// For an infeasible pod, the nodes grouped by the first filter that rejected them.
+    /// For an infeasible pod, nodes grouped by the first filter that rejected them (up to ten
+    /// a reason; the message counts them all).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub rejections: BTreeMap<String, Vec<String>>,
 }
@@ -214,51 +215,37 @@ pub fn simulate(
         .map(|(k, p)| (k, ledger.requests_of(&p.spec)))
         .collect();
     order.sort_by_key(|(k, req)| (std::cmp::Reverse(ledger.gpus_in(req)), *k));
+    // The filters that do not change as pods are placed, once per distinct spec and node.
+    let mut fixed: Vec<(usize, Vec<filters::Fixed>)> = Vec::new();
     for (k, request) in order {
         let pod = &pods[k];
-        let mut rejections: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let set = match fixed
+            .iter()
+            .position(|(j, _)| pods[*j].spec == pod.spec && pods[*j].namespace == pod.namespace)
+        {
+            Some(f) => f,
+            None => {
+                let per_node = (0..cluster.nodes.len())
+                    .map(|n| filters::fixed(ctx, pod, n))
+                    .collect();
+                fixed.push((k, per_node));
+                fixed.len() - 1
+            }
+        };
+        let fixed = &fixed[set].1;
         let mut best: Option<(i64, usize)> = None;
-        for (n, node) in cluster.nodes.iter().enumerate() {
-            if exclude.contains(&n) {
-                rejections
-                    .entry("node(s) were excluded from the simulation".into())
-                    .or_default()
-                    .push(node.name.to_string());
+        for (n, f) in fixed.iter().enumerate() {
+            if exclude.contains(&n) || !f.passes() || !filters::fits(&ledger, &request, n) {
                 continue;
             }
-            match filters::check(ctx, &ledger, pod, &request, n) {
-                Err(r) => rejections
-                    .entry(r.message())
-                    .or_default()
-                    .push(node.name.to_string()),
-                Ok(()) => {
-                    let score =
-                        filters::score(ctx, &ledger, &pod.spec, &request, n, profile.scoring);
-                    // Highest score; the lowest node name breaks ties (nodes are by name).
-                    if best.is_none_or(|(s, _)| score > s) {
-                        best = Some((score, n));
-                    }
-                }
+            let score = filters::score(ctx, &ledger, &pod.spec, &request, n, profile.scoring);
+            // Highest score; the lowest node name breaks ties (nodes are by name).
+            if best.is_none_or(|(s, _)| score > s) {
+                best = Some((score, n));
             }
         }
         let Some((_, n)) = best else {
-            let total = cluster.nodes.len();
-            let mut parts: Vec<(usize, &String)> =
-                rejections.iter().map(|(m, ns)| (ns.len(), m)).collect();
-            parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
-            let summary: Vec<String> = parts.iter().map(|(c, m)| format!("{c} {m}")).collect();
-            return Outcome {
-                status: Status::Infeasible,
-                reason: "NoFeasiblePlacement",
-                profile: Some(profile),
-                placements: Vec::new(),
-                message: format!(
-                    "pod {}: 0/{total} nodes are available: {}.",
-                    pod.name,
-                    summary.join(", ")
-                ),
-                rejections,
-            };
+            return infeasible(ctx, &ledger, pod, &request, fixed, exclude, profile);
         };
         ledger.add(n, &request);
         placements.push((
@@ -277,6 +264,64 @@ pub fn simulate(
         placements: placements.into_iter().map(|(_, p)| p).collect(),
         message: String::new(),
         rejections: BTreeMap::new(),
+    }
+}
+
+/// How many nodes of each reason an infeasible answer names (all are counted).
+const EXAMPLES: usize = 10;
+
+/// kube-scheduler's answer for a pod no node takes: every node's first failing filter, counted.
+fn infeasible(
+    ctx: &Context<'_, '_>,
+    ledger: &Ledger,
+    pod: &NewPod,
+    request: &[(usize, i64)],
+    fixed: &[filters::Fixed],
+    exclude: &[usize],
+    profile: Profile,
+) -> Outcome {
+    let cluster = ctx.cluster;
+    let mut by_reason: BTreeMap<Option<Rejection>, (usize, Vec<String>)> = BTreeMap::new();
+    for (n, node) in cluster.nodes.iter().enumerate() {
+        let why = if exclude.contains(&n) {
+            None
+        } else {
+            match filters::check(&fixed[n], ledger, request, n) {
+                Err(r) => Some(r),
+                Ok(()) => continue,
+            }
+        };
+        let entry = by_reason.entry(why).or_default();
+        entry.0 += 1;
+        if entry.1.len() < EXAMPLES {
+            entry.1.push(node.name.to_string());
+        }
+    }
+    let named: Vec<(String, usize, Vec<String>)> = by_reason
+        .into_iter()
+        .map(|(r, (count, nodes))| {
+            let message = r.map_or("node(s) were excluded from the simulation".into(), |r| {
+                r.message()
+            });
+            (message, count, nodes)
+        })
+        .collect();
+    let mut parts: Vec<(usize, &String)> = named.iter().map(|(m, c, _)| (*c, m)).collect();
+    parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    let summary: Vec<String> = parts.iter().map(|(c, m)| format!("{c} {m}")).collect();
+    let message = format!(
+        "pod {}: 0/{} nodes are available: {}.",
+        pod.name,
+        cluster.nodes.len(),
+        summary.join(", ")
+    );
+    Outcome {
+        status: Status::Infeasible,
+        reason: "NoFeasiblePlacement",
+        profile: Some(profile),
+        placements: Vec::new(),
+        message,
+        rejections: named.into_iter().map(|(m, _, nodes)| (m, nodes)).collect(),
     }
 }
 

@@ -38,7 +38,7 @@ fn container_request(c: &Container, resource: &str) -> i64 {
 
 /// A pod's effective requests as Kubernetes computes them: app containers plus sidecars, or the
 /// peak of the init sequence when that is larger, plus the pod overhead; milli-units by name.
-pub fn pod_requests(spec: &PodSpec) -> Vec<(String, i64)> {
+pub fn pod_requests(spec: &PodSpec) -> Vec<(&str, i64)> {
     let mut names: Vec<&str> = Vec::new();
     for c in spec.containers.iter().chain(&spec.init_containers) {
         names.extend(c.resources.requests.keys());
@@ -66,7 +66,7 @@ pub fn pod_requests(spec: &PodSpec) -> Vec<(String, i64)> {
                 }
             }
             let overhead = spec.overhead.get(r).map_or(0, milli);
-            (r.to_string(), (app + sidecars).max(init_peak) + overhead)
+            (r, (app + sidecars).max(init_peak) + overhead)
         })
         .filter(|(_, v)| *v > 0)
         .collect()
@@ -80,7 +80,8 @@ impl Ledger {
             allocatable: vec![Vec::new(); cluster.nodes.len()],
             requested: vec![Vec::new(); cluster.nodes.len()],
             pods: vec![0; cluster.nodes.len()],
-            pod_limit: vec![0; cluster.nodes.len()],
+            // A node that states no pod limit (only hand-written snapshots) takes any number.
+            pod_limit: vec![i64::MAX; cluster.nodes.len()],
         };
         for (n, node) in cluster.nodes.iter().enumerate() {
             for (name, q) in node.node.allocatable().iter() {
@@ -98,7 +99,7 @@ impl Ledger {
             };
             ledger.pods[n] += 1;
             for (name, amount) in pod_requests(&p.pod.spec) {
-                let c = ledger.column(&name);
+                let c = ledger.column(name);
                 ledger.requested[n][c] += amount;
             }
         }
@@ -122,7 +123,7 @@ impl Ledger {
     pub fn requests_of(&mut self, spec: &PodSpec) -> Vec<(usize, i64)> {
         pod_requests(spec)
             .into_iter()
-            .map(|(name, amount)| (self.column(&name), amount))
+            .map(|(name, amount)| (self.column(name), amount))
             .collect()
     }
 
