@@ -382,3 +382,176 @@ fn profile_selection_and_its_reasons() {
         "RecommendationTooLarge"
     );
 }
+
+/// A reference implementation of the same filters, written plainly from the Kubernetes
+/// documentation, for the differential test.
+mod reference {
+    use serde_json::Value;
+
+    fn s(v: &Value) -> &str {
+        v.as_str().unwrap_or_default()
+    }
+
+    fn tolerated(tolerations: &[Value], key: &str, value: &str, effect: &str) -> bool {
+        tolerations.iter().any(|t| {
+            let effect_ok = s(&t["effect"]).is_empty() || s(&t["effect"]) == effect;
+            let op = if s(&t["operator"]).is_empty() {
+                "Equal"
+            } else {
+                s(&t["operator"])
+            };
+            let key_ok = match op {
+                "Exists" => s(&t["key"]).is_empty() || s(&t["key"]) == key,
+                _ => s(&t["key"]) == key && s(&t["value"]) == value,
+            };
+            effect_ok && key_ok
+        })
+    }
+
+    fn expression_holds(e: &Value, labels: &Value) -> bool {
+        let have = labels.get(s(&e["key"])).map(s);
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .map(|v| v.iter().map(s).collect())
+            .unwrap_or_default();
+        match s(&e["operator"]) {
+            "In" => have.is_some_and(|h| values.contains(&h)),
+            "NotIn" => have.is_none_or(|h| !values.contains(&h)),
+            "Exists" => have.is_some(),
+            "DoesNotExist" => have.is_none(),
+            _ => false,
+        }
+    }
+
+    /// (node JSON, GPUs used) -> does the pod (spec JSON) fit?
+    pub fn fits(node: &Value, used_gpus: i64, pod: &Value, pod_gpus: i64) -> bool {
+        let labels = &node["metadata"]["labels"];
+        let tolerations = pod["tolerations"].as_array().cloned().unwrap_or_default();
+        if node["spec"]["unschedulable"] == true
+            && !tolerated(
+                &tolerations,
+                "node.kubernetes.io/unschedulable",
+                "",
+                "NoSchedule",
+            )
+        {
+            return false;
+        }
+        for t in node["spec"]["taints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            let effect = s(&t["effect"]);
+            if (effect == "NoSchedule" || effect == "NoExecute")
+                && !tolerated(&tolerations, s(&t["key"]), s(&t["value"]), effect)
+            {
+                return false;
+            }
+        }
+        if let Some(selector) = pod["nodeSelector"].as_object()
+            && selector.iter().any(|(k, v)| labels.get(k) != Some(v))
+        {
+            return false;
+        }
+        let terms = &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"];
+        if let Some(terms) = terms.as_array() {
+            let any = terms.iter().any(|t| {
+                let exprs = t["matchExpressions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                !exprs.is_empty() && exprs.iter().all(|e| expression_holds(e, labels))
+            });
+            if !any {
+                return false;
+            }
+        }
+        let capacity: i64 = s(&node["status"]["allocatable"]["nvidia.com/gpu"])
+            .parse()
+            .unwrap();
+        capacity - used_gpus >= pod_gpus
+    }
+}
+
+fn pick<T: Clone>(rng: &mut alfred::solver::SeededRng, from: &[T]) -> T {
+    from[(rng.next_u64() % from.len() as u64) as usize].clone()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// The simulator's feasible set equals the reference implementation's on random clusters.
+    #[test]
+    fn feasible_sets_match_a_reference_implementation(seed in 0u64..u64::MAX) {
+        use alfred::simulate::feasible_nodes;
+        let mut rng = alfred::solver::SeededRng(seed);
+        let zones = ["z1", "z2", "z3"];
+        let taints = [
+            json!([]),
+            json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]),
+            json!([{"key": "gpu", "effect": "NoExecute"}]),
+            json!([{"key": "spot", "value": "yes", "effect": "PreferNoSchedule"}]),
+        ];
+        let mut items = Vec::new();
+        let mut used = Vec::new();
+        for k in 0..(3 + rng.next_u64() % 6) {
+            let name = format!("n{k}");
+            let mut labels = json!({"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100", "zone": pick(&mut rng, &zones)});
+            if rng.next_u64().is_multiple_of(2) {
+                labels["disk"] = json!("ssd");
+            }
+            let n = node(&name, 8, json!({"metadata": {"labels": labels},
+                "spec": {"taints": pick(&mut rng, &taints), "unschedulable": rng.next_u64().is_multiple_of(5)}}));
+            let gpus = (rng.next_u64() % 9) as i64;
+            if gpus > 0 {
+                items.push(running(&format!("old-{k}"), &name, gpus, "1"));
+            }
+            used.push(gpus);
+            items.push(n);
+        }
+        let tolerations = [
+            json!([]),
+            json!([{"key": "dedicated", "operator": "Exists"}]),
+            json!([{"operator": "Exists"}]),
+            json!([{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]),
+            json!([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]),
+        ];
+        let affinities = [
+            json!(null),
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1", "z2"]}]}]}}}),
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "disk", "operator": "DoesNotExist"}]},
+                {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["z1"]}, {"key": "disk", "operator": "Exists"}]}]}}}),
+        ];
+        let selectors = [json!({}), json!({"disk": "ssd"}), json!({"zone": "z3"})];
+        let pod_gpus = (1 + rng.next_u64() % 8) as i64;
+        let mut spec = json!({"tolerations": pick(&mut rng, &tolerations), "nodeSelector": pick(&mut rng, &selectors)});
+        let affinity = pick(&mut rng, &affinities);
+        if !affinity.is_null() {
+            spec["affinity"] = affinity;
+        }
+        let pod = new_pod("p", pod_gpus, spec.clone());
+
+        let snapshot = Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()).unwrap();
+        let config = Config::default();
+        let cluster = Cluster::build(&snapshot, &config, NOW.parse().unwrap());
+        let ctx = Context::new(&cluster, &snapshot, &config);
+        let got: Vec<String> = feasible_nodes(&ctx, &Ledger::new(&cluster), &pod)
+            .into_iter()
+            .map(|n| cluster.nodes[n].name.to_string())
+            .collect();
+        let mut want = Vec::new();
+        for item in items.iter().filter(|i| i["kind"] == "Node") {
+            let name = item["metadata"]["name"].as_str().unwrap();
+            let k: usize = name[1..].parse().unwrap();
+            if reference::fits(item, used[k], &spec, pod_gpus) {
+                want.push(name.to_string());
+            }
+        }
+        want.sort();
+        proptest::prop_assert_eq!(got, want);
+    }
+}

@@ -267,6 +267,16 @@ pub fn simulate(
     }
 }
 
+/// The nodes that pass every filter for one pod on the cluster as it is: the scheduler's
+/// feasible set.
+pub fn feasible_nodes(ctx: &Context<'_, '_>, ledger: &Ledger, pod: &NewPod) -> Vec<usize> {
+    let mut ledger = ledger.clone();
+    let request = ledger.requests_of(&pod.spec);
+    (0..ctx.cluster.nodes.len())
+        .filter(|&n| filters::check(&filters::fixed(ctx, pod, n), &ledger, &request, n).is_ok())
+        .collect()
+}
+
 /// How many nodes of each reason an infeasible answer names (all are counted).
 const EXAMPLES: usize = 10;
 

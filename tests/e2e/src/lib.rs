@@ -267,6 +267,18 @@ impl Cluster {
         let all: Vec<_> = objects.iter().collect();
         let out = self.kubectl_with(&["create", "-f", "-"], &stream(&all));
         assert!(out.status.success(), "seeding: {}", stderr(&out));
+        // The API server taints every new Node not-ready (TaintNodesByCondition) until the node
+        // controller, which this control plane does not run, sees it Ready: put back the
+        // snapshot's own taints, as that controller would for Ready nodes.
+        let nodes: Vec<_> = objects.iter().filter(|o| o["kind"] == "Node").collect();
+        if !nodes.is_empty() {
+            let out = self.kubectl_with(&["replace", "-f", "-"], &stream(&nodes));
+            assert!(
+                out.status.success(),
+                "seeding node taints: {}",
+                stderr(&out)
+            );
+        }
         let with_status: Vec<_> = objects
             .iter()
             .filter(|o| o.get("status").is_some() && o["kind"] != "Node")

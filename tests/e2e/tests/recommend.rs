@@ -55,10 +55,17 @@ fn recommend_explain_and_drain_live() {
         doc
     };
     let doc = without_uids(stdout(&live));
-    assert!(
-        doc == without_uids(stdout(&from_file)),
-        "live and file passes differ"
-    );
+    let file_doc = without_uids(stdout(&from_file));
+    if doc != file_doc {
+        let (a, b) = (cluster.dir.join("live.json"), cluster.dir.join("file.json"));
+        std::fs::write(&a, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+        std::fs::write(&b, serde_json::to_string_pretty(&file_doc).unwrap()).unwrap();
+        panic!(
+            "live and file passes differ: diff {} {}",
+            a.display(),
+            b.display()
+        );
+    }
     let rows = doc["recommendations"].as_array().unwrap();
     assert!(
         rows.iter()
