@@ -89,6 +89,7 @@ fn main() {
                 NewPod {
                     name: format!("gang-{k}"),
                     namespace: "ns-0".into(),
+                    labels: cluster.pods[k].pod.metadata.labels.clone(),
                     spec,
                 }
             })

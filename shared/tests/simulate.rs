@@ -43,6 +43,7 @@ fn new_pod(name: &str, gpus: i64, extra: Value) -> NewPod {
     NewPod {
         name: name.into(),
         namespace: "team".into(),
+        labels: Default::default(),
         spec: serde_json::from_value(spec).unwrap(),
     }
 }
@@ -554,4 +555,183 @@ proptest::proptest! {
         want.sort();
         proptest::prop_assert_eq!(got, want);
     }
+}
+
+fn labelled(mut pod: NewPod, labels: Value) -> NewPod {
+    pod.labels = serde_json::from_value(labels).unwrap();
+    pod
+}
+
+fn running_labelled(name: &str, on: &str, labels: Value, spec: Value) -> Value {
+    let mut p = running(name, on, 0, "1");
+    p["metadata"]["labels"] = labels;
+    merge(&mut p["spec"], spec);
+    p
+}
+
+/// n1, n2 in zone A; n3, n4 in zone B; foo pods on n1, n2 and n3.
+fn zones() -> Vec<Value> {
+    let mut items: Vec<Value> = ["n1", "n2", "n3", "n4"]
+        .iter()
+        .map(|n| {
+            let zone = if *n <= "n2" { "A" } else { "B" };
+            node(n, 8, json!({"metadata": {"labels": {"zone": zone}}}))
+        })
+        .collect();
+    for (k, on) in ["n1", "n2", "n3"].iter().enumerate() {
+        items.push(running_labelled(
+            &format!("foo-{k}"),
+            on,
+            json!({"app": "foo"}),
+            json!({}),
+        ));
+    }
+    items
+}
+
+#[test]
+fn topology_spread_skew_and_min_domains() {
+    let spread = |min_domains: Option<i32>| {
+        let mut c = json!({"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                           "labelSelector": {"matchLabels": {"app": "foo"}}});
+        if let Some(m) = min_domains {
+            c["minDomains"] = json!(m);
+        }
+        labelled(
+            new_pod("p", 1, json!({"topologySpreadConstraints": [c]})),
+            json!({"app": "foo"}),
+        )
+    };
+    // Zone A would hold 3 against zone B's 1: skew 2. Zone B: 2 against 2.
+    let o = run(zones(), "", &[spread(None)], &[]);
+    assert_eq!(o.status, Status::Feasible);
+    assert!(["n3", "n4"].contains(&placed(&o)[0]), "{o:?}");
+    // With minDomains 3 and two zones, the global minimum counts as 0: zone B's skew is 2.
+    let o = run(zones(), "", &[spread(Some(3))], &[]);
+    assert_eq!(o.status, Status::Infeasible);
+    assert_eq!(
+        o.message,
+        "pod p: 0/4 nodes are available: 4 node(s) didn't match pod topology spread constraints."
+    );
+    // A node without the topology label cannot take the pod.
+    let mut items = zones();
+    items.push(node("bare", 8, json!({})));
+    let o = run(items, "", &[spread(None)], &["n3", "n4"]);
+    assert!(
+        o.message.contains(
+            "1 node(s) didn't match pod topology spread constraints (missing required label)"
+        ),
+        "{}",
+        o.message
+    );
+    // ScheduleAnyway constraints never filter.
+    let soft = new_pod(
+        "p",
+        1,
+        json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+        "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "foo"}}}]}),
+    );
+    assert_eq!(
+        run(
+            zones(),
+            "",
+            &[labelled(soft, json!({"app": "foo"}))],
+            &["n3", "n4"]
+        )
+        .status,
+        Status::Feasible
+    );
+}
+
+#[test]
+fn inter_pod_affinity_both_ways_and_within_a_gang() {
+    let term = |app: &str, key: &str| json!({"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key});
+    let anti = |app: &str| json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(app, "kubernetes.io/hostname")]}}});
+    // Its own anti-affinity keeps a foo pod off the nodes running foo pods.
+    let o = run(
+        zones(),
+        "",
+        &[labelled(
+            new_pod("p", 1, anti("foo")),
+            json!({"app": "foo"}),
+        )],
+        &[],
+    );
+    assert_eq!(placed(&o), vec!["n4"]);
+    let o = run(
+        zones(),
+        "",
+        &[labelled(
+            new_pod("p", 1, anti("foo")),
+            json!({"app": "foo"}),
+        )],
+        &["n4"],
+    );
+    assert_eq!(
+        o.message,
+        "pod p: 0/4 nodes are available: 3 node(s) didn't match pod anti-affinity rules, 1 node(s) were excluded from the simulation."
+    );
+    // A running pod's anti-affinity keeps the new pod off its node.
+    let mut items = zones();
+    items.push(running_labelled(
+        "guard",
+        "n4",
+        json!({"app": "guard"}),
+        anti("foo"),
+    ));
+    let o = run(
+        items,
+        "",
+        &[labelled(new_pod("p", 1, json!({})), json!({"app": "foo"}))],
+        &["n1", "n2", "n3"],
+    );
+    assert!(
+        o.message
+            .contains("1 node(s) didn't satisfy existing pods anti-affinity rules"),
+        "{}",
+        o.message
+    );
+    // Affinity: next to a db pod's zone; with none anywhere, only a pod matching itself may start.
+    let mut items = zones();
+    items.push(running_labelled(
+        "db-0",
+        "n4",
+        json!({"app": "db"}),
+        json!({}),
+    ));
+    let near_db = json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("db", "zone")]}}});
+    let o = run(items, "", &[new_pod("p", 1, near_db.clone())], &["n4"]);
+    assert_eq!(placed(&o), vec!["n3"]);
+    let o = run(zones(), "", &[new_pod("p", 1, near_db.clone())], &[]);
+    assert!(
+        o.message
+            .contains("4 node(s) didn't match pod affinity rules"),
+        "{}",
+        o.message
+    );
+    assert_eq!(
+        run(
+            zones(),
+            "",
+            &[labelled(new_pod("p", 1, near_db), json!({"app": "db"}))],
+            &[]
+        )
+        .status,
+        Status::Feasible
+    );
+    // Within a gang: two pods that repel each other take two nodes, or none.
+    let gangs = "scheduling: {profiles: {default-scheduler: {backend: b, schedulerVersion: v, configurationID: c, gangScheduling: true}}}\n";
+    let member = |name: &str| labelled(new_pod(name, 1, anti("pair")), json!({"app": "pair"}));
+    let o = run(zones(), gangs, &[member("a"), member("b")], &["n1", "n2"]);
+    let mut nodes = placed(&o);
+    nodes.sort();
+    assert_eq!(nodes, vec!["n3", "n4"]);
+    let o = run(
+        zones(),
+        gangs,
+        &[member("a"), member("b")],
+        &["n1", "n2", "n3"],
+    );
+    assert_eq!(o.status, Status::Infeasible);
+    assert!(o.placements.is_empty());
 }

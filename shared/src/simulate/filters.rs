@@ -20,7 +20,11 @@ pub enum Rejection {
     TooManyPods,
     Insufficient(Vec<String>),
     VolumeNodeAffinity,
-    ModelNotReady,
+    SpreadMissingLabel,
+    Spread,
+    ExistingAntiAffinity,
+    Affinity,
+    AntiAffinity,
 }
 
 impl Rejection {
@@ -39,7 +43,16 @@ impl Rejection {
                 .collect::<Vec<_>>()
                 .join(", "),
             Self::VolumeNodeAffinity => "node(s) had volume node affinity conflict".into(),
-            Self::ModelNotReady => "node(s) do not have the model Ready".into(),
+            Self::SpreadMissingLabel => {
+                "node(s) didn't match pod topology spread constraints (missing required label)"
+                    .into()
+            }
+            Self::Spread => "node(s) didn't match pod topology spread constraints".into(),
+            Self::ExistingAntiAffinity => {
+                "node(s) didn't satisfy existing pods anti-affinity rules".into()
+            }
+            Self::Affinity => "node(s) didn't match pod affinity rules".into(),
+            Self::AntiAffinity => "node(s) didn't match pod anti-affinity rules".into(),
         }
     }
 }
@@ -197,14 +210,17 @@ impl Fixed {
 
 /// Runs the filters on one node in kube-scheduler's order; the first rejection wins.
 pub fn check(
+    ctx: &Context<'_, '_>,
     fixed: &Fixed,
+    topology: Option<&super::topology::Topology>,
     ledger: &Ledger,
     request: &[(usize, i64)],
     n: usize,
 ) -> Result<(), Rejection> {
     fixed.before.clone()?;
     resource_fit(ledger, request, n)?;
-    fixed.after.clone()
+    fixed.after.clone()?;
+    topology.map_or(Ok(()), |t| t.check(ctx, n))
 }
 
 /// How well a feasible node suits the pod: NodeResourcesFit (weight 1) over cpu, memory and the

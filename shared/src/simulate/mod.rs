@@ -6,6 +6,7 @@
 
 mod filters;
 mod resources;
+mod topology;
 
 use std::collections::BTreeMap;
 
@@ -14,7 +15,7 @@ use serde::Serialize;
 pub use filters::{Rejection, tolerates};
 pub use resources::{Ledger, pod_requests};
 
-use crate::api::core::PodSpec;
+use crate::api::core::{FlatMap, PodSpec};
 use crate::cluster::Cluster;
 use crate::config::{Config, SchedulingProfile, ScoringStrategy};
 use crate::decision::Context;
@@ -116,6 +117,8 @@ impl Outcome {
 pub struct NewPod {
     pub name: String,
     pub namespace: String,
+    /// What spread constraints and affinity terms select it by.
+    pub labels: FlatMap<String>,
     /// Owned: the template of a live pod, with its node cleared.
     pub spec: PodSpec,
 }
@@ -217,8 +220,22 @@ pub fn simulate(
     order.sort_by_key(|(k, req)| (std::cmp::Reverse(ledger.gpus_in(req)), *k));
     // The filters that do not change as pods are placed, once per distinct spec and node.
     let mut fixed: Vec<(usize, Vec<filters::Fixed>)> = Vec::new();
+    // Pods other pods' spread and affinity count: the running ones, then this move's placed.
+    let mut others: Option<Vec<topology::Placed<'_>>> = None;
+    // Anti-affinity anywhere, running or among this move's pods, can reject any pod.
+    let anti_anywhere = cluster
+        .pods
+        .iter()
+        .any(|p| !anti_affinity(&p.pod.spec).is_empty())
+        || pods.iter().any(|p| !anti_affinity(&p.spec).is_empty());
     for (k, request) in order {
         let pod = &pods[k];
+        let topology = if anti_anywhere || has_topology(&pod.spec) {
+            let others = others.get_or_insert_with(|| running(ctx));
+            Some(topology::Topology::new(ctx, pod, others)).filter(|t| !t.is_empty())
+        } else {
+            None
+        };
         let set = match fixed
             .iter()
             .position(|(j, _)| pods[*j].spec == pod.spec && pods[*j].namespace == pod.namespace)
@@ -235,7 +252,11 @@ pub fn simulate(
         let fixed = &fixed[set].1;
         let mut best: Option<(i64, usize)> = None;
         for (n, f) in fixed.iter().enumerate() {
-            if exclude.contains(&n) || !f.passes() || !filters::fits(&ledger, &request, n) {
+            if exclude.contains(&n)
+                || !f.passes()
+                || !filters::fits(&ledger, &request, n)
+                || topology.as_ref().is_some_and(|t| t.check(ctx, n).is_err())
+            {
                 continue;
             }
             let score = filters::score(ctx, &ledger, &pod.spec, &request, n, profile.scoring);
@@ -245,9 +266,19 @@ pub fn simulate(
             }
         }
         let Some((_, n)) = best else {
-            return infeasible(ctx, &ledger, pod, &request, fixed, exclude, profile);
+            let check =
+                |n: usize| filters::check(ctx, &fixed[n], topology.as_ref(), &ledger, &request, n);
+            return infeasible(ctx, pod, exclude, profile, check);
         };
         ledger.add(n, &request);
+        if let Some(others) = others.as_mut() {
+            others.push(topology::Placed {
+                namespace: &pod.namespace,
+                labels: &pod.labels,
+                node: n,
+                anti_affinity: anti_affinity(&pod.spec),
+            });
+        }
         placements.push((
             k,
             Placement {
@@ -272,8 +303,52 @@ pub fn simulate(
 pub fn feasible_nodes(ctx: &Context<'_, '_>, ledger: &Ledger, pod: &NewPod) -> Vec<usize> {
     let mut ledger = ledger.clone();
     let request = ledger.requests_of(&pod.spec);
+    let others = running(ctx);
+    let topology = topology::Topology::new(ctx, pod, &others);
     (0..ctx.cluster.nodes.len())
-        .filter(|&n| filters::check(&filters::fixed(ctx, pod, n), &ledger, &request, n).is_ok())
+        .filter(|&n| {
+            let fixed = filters::fixed(ctx, pod, n);
+            filters::check(ctx, &fixed, Some(&topology), &ledger, &request, n).is_ok()
+        })
+        .collect()
+}
+
+/// The pod's required anti-affinity terms.
+fn anti_affinity(spec: &PodSpec) -> &[k8s_openapi::api::core::v1::PodAffinityTerm] {
+    spec.affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_deref()
+        })
+        .unwrap_or_default()
+}
+
+/// Does the pod have spread constraints or pod (anti-)affinity of its own?
+fn has_topology(spec: &PodSpec) -> bool {
+    !spec.topology_spread_constraints.is_empty()
+        || spec
+            .affinity
+            .as_ref()
+            .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
+}
+
+/// The running pods as the topology filters count them (bound, not ending).
+fn running<'c>(ctx: &'c Context<'_, '_>) -> Vec<topology::Placed<'c>> {
+    let cluster = ctx.cluster;
+    cluster
+        .pods
+        .iter()
+        .filter(|p| !p.terminal && !p.terminating)
+        .filter_map(|p| {
+            Some(topology::Placed {
+                namespace: p.namespace,
+                labels: &p.pod.metadata.labels,
+                node: cluster.node_index(p.node?)?,
+                anti_affinity: anti_affinity(&p.pod.spec),
+            })
+        })
         .collect()
 }
 
@@ -283,12 +358,10 @@ const EXAMPLES: usize = 10;
 /// kube-scheduler's answer for a pod no node takes: every node's first failing filter, counted.
 fn infeasible(
     ctx: &Context<'_, '_>,
-    ledger: &Ledger,
     pod: &NewPod,
-    request: &[(usize, i64)],
-    fixed: &[filters::Fixed],
     exclude: &[usize],
     profile: Profile,
+    check: impl Fn(usize) -> Result<(), Rejection>,
 ) -> Outcome {
     let cluster = ctx.cluster;
     let mut by_reason: BTreeMap<Option<Rejection>, (usize, Vec<String>)> = BTreeMap::new();
@@ -296,7 +369,7 @@ fn infeasible(
         let why = if exclude.contains(&n) {
             None
         } else {
-            match filters::check(&fixed[n], ledger, request, n) {
+            match check(n) {
                 Err(r) => Some(r),
                 Ok(()) => continue,
             }
@@ -348,6 +421,7 @@ pub fn instance_pods(cluster: &Cluster<'_>, instance: usize) -> Vec<NewPod> {
             NewPod {
                 name: p.name.to_string(),
                 namespace: p.namespace.to_string(),
+                labels: p.pod.metadata.labels.clone(),
                 spec,
             }
         })

@@ -1,0 +1,258 @@
+//! The filters that depend on other pods: PodTopologySpread (`DoNotSchedule` constraints) and
+//! InterPodAffinity (required affinity and anti-affinity, both ways), against the pods running
+//! and the pods of the same move placed before this one. Counted once per pod to place, so the
+//! per-node check is a lookup.
+
+use std::collections::{HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::PodAffinityTerm;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use super::NewPod;
+use super::filters::Rejection;
+use crate::api::core::FlatMap;
+use crate::decision::Context;
+use crate::selector;
+
+/// A pod as these filters see it: namespace, labels, node, required anti-affinity terms.
+pub struct Placed<'a> {
+    pub namespace: &'a str,
+    pub labels: &'a FlatMap<String>,
+    pub node: usize,
+    pub anti_affinity: &'a [PodAffinityTerm],
+}
+
+/// Does a label selector select these labels? A missing selector selects nothing; an empty one
+/// selects everything.
+pub fn selects(selector: Option<&LabelSelector>, labels: &FlatMap<String>) -> bool {
+    let Some(s) = selector else {
+        return false;
+    };
+    s.match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v))
+        && s.match_expressions.iter().flatten().all(|e| {
+            let have = labels.get(&e.key);
+            let values = e.values.as_deref().unwrap_or_default();
+            match e.operator.as_str() {
+                "In" => have.is_some_and(|h| values.contains(h)),
+                "NotIn" => have.is_none_or(|h| !values.contains(h)),
+                "Exists" => have.is_some(),
+                "DoesNotExist" => have.is_none(),
+                _ => false,
+            }
+        })
+}
+
+fn term_namespaces<'a>(term: &'a PodAffinityTerm, own: &'a str) -> Vec<&'a str> {
+    match term.namespaces.as_deref() {
+        Some(list) if !list.is_empty() => list.iter().map(String::as_str).collect(),
+        _ => vec![own],
+    }
+}
+
+fn term_selects(term: &PodAffinityTerm, owner_namespace: &str, pod: &Placed<'_>) -> bool {
+    term_namespaces(term, owner_namespace).contains(&pod.namespace)
+        && selects(term.label_selector.as_ref(), pod.labels)
+}
+
+struct Spread {
+    key: String,
+    max_skew: i64,
+    counts: HashMap<String, i64>,
+    /// The least count over the domains (0 when fewer than minDomains exist).
+    min: i64,
+    self_match: i64,
+}
+
+struct Affinity {
+    key: String,
+    /// Topology values holding a pod the term selects.
+    domains: HashSet<String>,
+    /// No pod anywhere matches, but the pod matches its own term: it may go anywhere.
+    first_of_group: bool,
+}
+
+/// What the pod's own constraints and the others' anti-affinity need, counted once.
+pub struct Topology {
+    spread: Vec<Spread>,
+    affinity: Vec<Affinity>,
+    anti_affinity: Vec<(String, HashSet<String>)>,
+    /// Domains (key, value) where a pod whose anti-affinity selects this pod runs.
+    repelled: Vec<(String, HashSet<String>)>,
+}
+
+impl Topology {
+    pub fn new(ctx: &Context<'_, '_>, pod: &NewPod, others: &[Placed<'_>]) -> Topology {
+        let cluster = ctx.cluster;
+        let spec = &pod.spec;
+        let value = |n: usize, key: &str| cluster.nodes[n].label(key).map(str::to_string);
+        let me = Placed {
+            namespace: &pod.namespace,
+            labels: &pod.labels,
+            node: usize::MAX,
+            anti_affinity: &[],
+        };
+        let node_selected = |n: usize| {
+            let node = &cluster.nodes[n];
+            spec.node_selector
+                .iter()
+                .all(|(k, v)| node.label(k) == Some(v.as_str()))
+                && spec
+                    .affinity
+                    .as_ref()
+                    .and_then(|a| a.node_affinity.as_ref())
+                    .and_then(|a| {
+                        a.required_during_scheduling_ignored_during_execution
+                            .as_ref()
+                    })
+                    .is_none_or(|r| selector::matches(r, node.node))
+        };
+        let spread = spec
+            .topology_spread_constraints
+            .iter()
+            .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+            .map(|c| {
+                // nodeAffinityPolicy Honor (the default): only nodes the pod could use count.
+                let honor = c.node_affinity_policy.as_deref() != Some("Ignore");
+                let mut counts: HashMap<String, i64> = HashMap::new();
+                for n in 0..cluster.nodes.len() {
+                    if let Some(v) = value(n, &c.topology_key)
+                        && (!honor || node_selected(n))
+                    {
+                        counts.entry(v).or_insert(0);
+                    }
+                }
+                for p in others {
+                    if p.namespace == pod.namespace
+                        && selects(c.label_selector.as_ref(), p.labels)
+                        && let Some(v) = value(p.node, &c.topology_key)
+                        && let Some(count) = counts.get_mut(&v)
+                    {
+                        *count += 1;
+                    }
+                }
+                let min_domains = c.min_domains.unwrap_or(1).max(1) as usize;
+                let min = if counts.len() < min_domains {
+                    0
+                } else {
+                    counts.values().copied().min().unwrap_or(0)
+                };
+                Spread {
+                    key: c.topology_key.clone(),
+                    max_skew: i64::from(c.max_skew),
+                    counts,
+                    min,
+                    self_match: i64::from(selects(c.label_selector.as_ref(), &pod.labels)),
+                }
+            })
+            .collect();
+        let terms = |anti: bool| -> Vec<PodAffinityTerm> {
+            spec.affinity
+                .as_ref()
+                .and_then(|a| {
+                    if anti {
+                        a.pod_anti_affinity
+                            .as_ref()?
+                            .required_during_scheduling_ignored_during_execution
+                            .clone()
+                    } else {
+                        a.pod_affinity
+                            .as_ref()?
+                            .required_during_scheduling_ignored_during_execution
+                            .clone()
+                    }
+                })
+                .unwrap_or_default()
+        };
+        let domains_of = |term: &PodAffinityTerm| -> HashSet<String> {
+            others
+                .iter()
+                .filter(|p| term_selects(term, &pod.namespace, p))
+                .filter_map(|p| value(p.node, &term.topology_key))
+                .collect()
+        };
+        let affinity = terms(false)
+            .iter()
+            .map(|t| {
+                let domains = domains_of(t);
+                let anywhere = others.iter().any(|p| term_selects(t, &pod.namespace, p));
+                Affinity {
+                    key: t.topology_key.clone(),
+                    first_of_group: !anywhere && term_selects(t, &pod.namespace, &me),
+                    domains,
+                }
+            })
+            .collect();
+        let anti_affinity = terms(true)
+            .iter()
+            .map(|t| (t.topology_key.clone(), domains_of(t)))
+            .collect();
+        let mut repelled: Vec<(String, HashSet<String>)> = Vec::new();
+        for p in others {
+            for t in p.anti_affinity {
+                if term_selects(t, p.namespace, &me)
+                    && let Some(v) = value(p.node, &t.topology_key)
+                {
+                    match repelled.iter_mut().find(|(k, _)| *k == t.topology_key) {
+                        Some((_, set)) => {
+                            set.insert(v);
+                        }
+                        None => repelled.push((t.topology_key.clone(), HashSet::from([v]))),
+                    }
+                }
+            }
+        }
+        Topology {
+            spread,
+            affinity,
+            anti_affinity,
+            repelled,
+        }
+    }
+
+    /// True when nothing here can reject a node.
+    pub fn is_empty(&self) -> bool {
+        self.spread.is_empty()
+            && self.affinity.is_empty()
+            && self.anti_affinity.is_empty()
+            && self.repelled.is_empty()
+    }
+
+    /// PodTopologySpread then InterPodAffinity on one node.
+    pub fn check(&self, ctx: &Context<'_, '_>, n: usize) -> Result<(), Rejection> {
+        let node = &ctx.cluster.nodes[n];
+        for s in &self.spread {
+            let Some(v) = node.label(&s.key) else {
+                return Err(Rejection::SpreadMissingLabel);
+            };
+            let count = s.counts.get(v).copied().unwrap_or(0);
+            if count + s.self_match - s.min > s.max_skew {
+                return Err(Rejection::Spread);
+            }
+        }
+        if self
+            .repelled
+            .iter()
+            .any(|(key, set)| node.label(key).is_some_and(|v| set.contains(v)))
+        {
+            return Err(Rejection::ExistingAntiAffinity);
+        }
+        if self
+            .affinity
+            .iter()
+            .any(|a| !a.first_of_group && node.label(&a.key).is_none_or(|v| !a.domains.contains(v)))
+        {
+            return Err(Rejection::Affinity);
+        }
+        if self
+            .anti_affinity
+            .iter()
+            .any(|(key, set)| node.label(key).is_some_and(|v| set.contains(v)))
+        {
+            return Err(Rejection::AntiAffinity);
+        }
+        Ok(())
+    }
+}
