@@ -45,25 +45,26 @@ pub fn pod_gpus(spec: &PodSpec) -> i64 {
     resources.dedup();
     resources
         .into_iter()
-        .map(|resource| {
-            let app: i64 = spec
-                .containers
-                .iter()
-                .map(|c| container_amount(c, resource))
-                .sum();
-            let (mut sidecars, mut init_peak) = (0i64, 0i64);
-            for c in &spec.init_containers {
-                let amount = container_amount(c, resource);
-                if c.restart_policy == "Always" {
-                    sidecars += amount;
-                    init_peak = init_peak.max(sidecars);
-                } else {
-                    init_peak = init_peak.max(sidecars + amount);
-                }
-            }
-            (app + sidecars).max(init_peak)
-        })
+        .map(|resource| effective_request(spec, |c| container_amount(c, resource)))
         .sum()
+}
+
+/// A pod's effective request of one resource, as Kubernetes computes it from each container's
+/// `amount`: the app containers plus the sidecars (init containers with `restartPolicy:
+/// Always`), or the peak of the init sequence (each init container beside the sidecars started
+/// before it) when that is larger.
+pub fn effective_request(spec: &PodSpec, amount: impl Fn(&Container) -> i64) -> i64 {
+    let app: i64 = spec.containers.iter().map(&amount).sum();
+    let (mut sidecars, mut init_peak) = (0i64, 0i64);
+    for c in &spec.init_containers {
+        if c.restart_policy == "Always" {
+            sidecars += amount(c);
+            init_peak = init_peak.max(sidecars);
+        } else {
+            init_peak = init_peak.max(sidecars + amount(c));
+        }
+    }
+    (app + sidecars).max(init_peak)
 }
 
 fn container_amount(c: &Container, resource: &str) -> i64 {

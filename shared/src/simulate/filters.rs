@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{Taint, Toleration};
 use super::NewPod;
 use super::resources::Ledger;
 use crate::api::core::PodSpec;
+use crate::cluster::NodeView;
 use crate::config::ScoringStrategy;
 use crate::decision::Context;
 use crate::selector;
@@ -78,6 +79,22 @@ pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
     }
 }
 
+/// NodeAffinity: the pod's node selector and its required node affinity terms.
+pub fn node_affinity_matches(spec: &PodSpec, node: &NodeView<'_>) -> bool {
+    spec.node_selector
+        .iter()
+        .all(|(k, v)| node.label(k) == Some(v.as_str()))
+        && spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .is_none_or(|r| selector::matches(r, node.node))
+}
+
 /// NodeResourcesFit alone, cheaply: room for one more pod and for every request.
 pub fn fits(ledger: &Ledger, request: &[(usize, i64)], n: usize) -> bool {
     let (bound, limit) = ledger.pods_on(n);
@@ -117,20 +134,7 @@ fn before_fit(ctx: &Context<'_, '_>, pod: &NewPod, n: usize) -> Result<(), Rejec
             value: t.value.clone().unwrap_or_default(),
         });
     }
-    // NodeAffinity: the node selector and the required terms.
-    let selected = spec
-        .node_selector
-        .iter()
-        .all(|(k, v)| node.label(k) == Some(v.as_str()));
-    let required = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
-    if !selected || required.is_some_and(|r| !selector::matches(r, node.node)) {
+    if !node_affinity_matches(spec, node) {
         return Err(Rejection::NodeAffinity);
     }
     Ok(())

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::api::core::{Container, PodSpec};
-use crate::cluster::{Cluster, is_gpu_resource};
+use crate::cluster::{Cluster, effective_request, is_gpu_resource};
 use crate::quantity;
 
 /// Allocatable and requested per node, kept once per pass and copied per simulation.
@@ -66,23 +66,11 @@ pub fn pod_requests(spec: &PodSpec) -> Vec<(&str, i64)> {
     names
         .into_iter()
         .map(|r| {
-            let app: i64 = spec
-                .containers
-                .iter()
-                .map(|c| container_request(c, r))
-                .sum();
-            let (mut sidecars, mut init_peak) = (0i64, 0i64);
-            for c in &spec.init_containers {
-                let amount = container_request(c, r);
-                if c.restart_policy == "Always" {
-                    sidecars += amount;
-                    init_peak = init_peak.max(sidecars);
-                } else {
-                    init_peak = init_peak.max(sidecars + amount);
-                }
-            }
             let overhead = spec.overhead.get(r).map_or(0, milli);
-            (r, (app + sidecars).max(init_peak) + overhead)
+            (
+                r,
+                effective_request(spec, |c| container_request(c, r)) + overhead,
+            )
         })
         .filter(|(_, v)| *v > 0)
         .collect()

@@ -9,10 +9,9 @@ use k8s_openapi::api::core::v1::PodAffinityTerm;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::NewPod;
-use super::filters::Rejection;
+use super::filters::{Rejection, node_affinity_matches};
 use crate::api::core::FlatMap;
 use crate::decision::Context;
-use crate::selector;
 
 /// A pod as these filters see it: namespace, labels, node, required anti-affinity terms.
 pub struct Placed<'a> {
@@ -94,21 +93,7 @@ impl Topology {
             node: usize::MAX,
             anti_affinity: &[],
         };
-        let node_selected = |n: usize| {
-            let node = &cluster.nodes[n];
-            spec.node_selector
-                .iter()
-                .all(|(k, v)| node.label(k) == Some(v.as_str()))
-                && spec
-                    .affinity
-                    .as_ref()
-                    .and_then(|a| a.node_affinity.as_ref())
-                    .and_then(|a| {
-                        a.required_during_scheduling_ignored_during_execution
-                            .as_ref()
-                    })
-                    .is_none_or(|r| selector::matches(r, node.node))
-        };
+        let node_selected = |n: usize| node_affinity_matches(spec, &cluster.nodes[n]);
         let spread = spec
             .topology_spread_constraints
             .iter()
