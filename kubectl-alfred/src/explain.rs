@@ -286,20 +286,11 @@ pub async fn run_simulate(args: &SimulateArgs, global: &GlobalArgs) -> Result<()
     let input = source::load(global).await?;
     let cluster = input.cluster();
     let ctx = Context::new(&cluster, &input.snapshot, &input.config);
-    let workload = cluster
-        .workload(&selector.workload)
-        .ok_or_else(|| anyhow!("no InferenceService {} in the cluster", selector.workload))?;
-    let instance = workload
-        .components
-        .iter()
-        .map(|&c| &cluster.components[c])
-        .find(|c| c.kind == kind)
-        .and_then(|c| {
-            c.instances
-                .iter()
-                .copied()
-                .find(|&i| cluster.instances[i].index == index)
-        })
+    if cluster.workload(&selector.workload).is_none() {
+        bail!("no InferenceService {} in the cluster", selector.workload);
+    }
+    let instance = cluster
+        .instance_of(&selector.workload, kind, index)
         .ok_or_else(|| anyhow!("{} has no {kind} Instance {index}", selector.workload))?;
     let mut exclude = Vec::new();
     for name in &args.exclude {

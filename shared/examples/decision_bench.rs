@@ -83,15 +83,9 @@ fn main() {
         let ledger = Ledger::new(&cluster);
         ledgers.push(start.elapsed().as_secs_f64() * 1e3);
         let pods: Vec<NewPod> = (0..8)
-            .map(|k| {
-                let mut spec = cluster.pods[k].pod.spec.clone();
-                spec.node_name.clear();
-                NewPod {
-                    name: format!("gang-{k}"),
-                    namespace: "ns-0".into(),
-                    labels: cluster.pods[k].pod.metadata.labels.clone(),
-                    spec,
-                }
+            .map(|k| NewPod {
+                name: format!("gang-{k}"),
+                ..NewPod::like(&cluster.pods[k])
             })
             .collect();
         let start = Instant::now();

@@ -221,6 +221,11 @@ pub struct PendingPod {
 }
 
 impl PendingPod {
+    /// It counts in this pool: attributed to it, or to no pool (then it counts in every one).
+    pub fn counts_in(&self, pool: &str) -> bool {
+        self.pool.as_deref().is_none_or(|p| p == pool)
+    }
+
     pub fn age_minutes(&self, now: Timestamp) -> f64 {
         (now.as_second() - self.since.as_second()) as f64 / 60.0
     }
@@ -307,6 +312,19 @@ impl<'s> Cluster<'s> {
 
     pub fn node(&self, name: &str) -> Option<&NodeView<'s>> {
         self.node_by_name.get(name).map(|&i| &self.nodes[i])
+    }
+
+    /// The Instance `index` of a workload's component, by `namespace/name`.
+    pub fn instance_of(&self, workload: &str, kind: ComponentKind, index: i32) -> Option<usize> {
+        self.workload(workload)?
+            .components
+            .iter()
+            .map(|&c| &self.components[c])
+            .find(|c| c.kind == kind)?
+            .instances
+            .iter()
+            .copied()
+            .find(|&i| self.instances[i].index == index)
     }
 
     pub fn workload(&self, key: &str) -> Option<&Workload<'s>> {

@@ -163,6 +163,21 @@ impl Snapshot {
     }
 
     /// The ConfigMap with this name, if the snapshot holds it.
+    /// A PersistentVolumeClaim by namespace and name.
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<&PersistentVolumeClaim> {
+        self.persistent_volume_claims.iter().find(|c| {
+            c.metadata.name.as_deref() == Some(name)
+                && c.metadata.namespace.as_deref().unwrap_or("default") == namespace
+        })
+    }
+
+    /// A PersistentVolume by name.
+    pub fn volume(&self, name: &str) -> Option<&PersistentVolume> {
+        self.persistent_volumes
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+    }
+
     /// The runtime's config for a component of an InferenceService, found where OME looks
     /// (`RuntimeRef::lookup_order`).
     pub fn runtime_component(

@@ -4,7 +4,7 @@
 use alfred::cluster::Cluster;
 use alfred::config::Config;
 use alfred::decision::{
-    AdvisoryReason, CandidateReason, Decision, PolicyName, Recommendation, decide, node_record_key,
+    AdvisoryReason, CandidateReason, Decision, PolicyName, Recommendation, node_record_key,
 };
 use alfred::snapshot::Snapshot;
 use k8s_openapi::jiff::Timestamp;
@@ -126,14 +126,21 @@ impl World {
         self
     }
 
-    fn decide(&self, config: &str) -> Decision {
+    /// Runs `f` on the decision context of this world under `config` (after `schemaVersion`).
+    fn with_ctx<R>(&self, config: &str, f: impl FnOnce(&alfred::decision::Context) -> R) -> R {
         let snapshot = Snapshot::parse(
             &json!({"apiVersion": "v1", "kind": "List", "items": self.items}).to_string(),
         )
         .unwrap();
         let config = Config::parse(&format!("schemaVersion: 1\n{config}")).unwrap();
         let cluster = Cluster::build(&snapshot, &config, self.now.parse().unwrap());
-        decide(&cluster, &snapshot, &config)
+        f(&alfred::decision::Context::new(
+            &cluster, &snapshot, &config,
+        ))
+    }
+
+    fn decide(&self, config: &str) -> Decision {
+        self.with_ctx(config, alfred::decision::decide_with)
     }
 }
 
@@ -806,20 +813,13 @@ fn drain_of(
     nodes: &[&str],
     goal: Option<alfred::solver::ToFreeFormula>,
 ) -> alfred::decision::drain::DrainReport {
-    use alfred::decision::Context;
     use alfred::decision::drain::{DrainOptions, drain};
-    let snapshot =
-        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": w.items}).to_string())
-            .unwrap();
-    let config = Config::parse(&format!("schemaVersion: 1\n{config}")).unwrap();
-    let cluster = Cluster::build(&snapshot, &config, w.now.parse().unwrap());
-    let ctx = Context::new(&cluster, &snapshot, &config);
     let options = DrainOptions {
         nodes: nodes.iter().map(|n| n.to_string()).collect(),
         count_pods: false,
         goal,
     };
-    drain(&ctx, &options).unwrap()
+    w.with_ctx(config, |ctx| drain(ctx, &options).unwrap())
 }
 
 #[test]
@@ -866,28 +866,20 @@ fn drains_plan_jointly_and_say_which_nodes_empty() {
     );
     assert_eq!(r.nodes.iter().filter(|n| n.emptied).count(), 1, "{r:#?}");
     // A node that does not exist is named.
-    use alfred::decision::Context;
-    let snapshot =
-        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": w.items}).to_string())
-            .unwrap();
-    let config = Config::default();
-    let cluster = Cluster::build(&snapshot, &config, NOW.parse().unwrap());
-    let ctx = Context::new(&cluster, &snapshot, &config);
-    let err = alfred::decision::drain::drain(
-        &ctx,
-        &alfred::decision::drain::DrainOptions {
-            nodes: vec!["nope".into()],
-            ..Default::default()
-        },
-    )
-    .unwrap_err();
+    let options = alfred::decision::drain::DrainOptions {
+        nodes: vec!["nope".into()],
+        ..Default::default()
+    };
+    let err = w.with_ctx("", |ctx| {
+        alfred::decision::drain::drain(ctx, &options).unwrap_err()
+    });
     assert!(err.contains("node nope is not in the cluster"), "{err}");
 }
 
 #[test]
 fn explain_lists_every_check_and_the_pass_rows() {
+    use alfred::decision::decide_with;
     use alfred::decision::explain::{Selector, explain};
-    use alfred::decision::{Context, decide_with};
     assert!(Selector::parse("team").is_err());
     assert!(
         Selector::parse("team/a/gpu")
@@ -896,66 +888,55 @@ fn explain_lists_every_check_and_the_pass_rows() {
     );
     assert!(Selector::parse("team/a/engine/-1").is_err());
     let w = eligible().annotate("a", "alfred.ome.io/movable", "false");
-    let snapshot =
-        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": w.items}).to_string())
-            .unwrap();
-    let config = Config::parse("schemaVersion: 1\nmigration: {apiVersion: v1}\n").unwrap();
-    let cluster = Cluster::build(&snapshot, &config, NOW.parse().unwrap());
-    let ctx = Context::new(&cluster, &snapshot, &config);
-    let decision = decide_with(&ctx);
-    let e = explain(&ctx, &decision, &Selector::parse("team/a").unwrap()).unwrap();
-    assert_eq!(e.len(), 1);
-    let failed: Vec<&str> = e[0]
-        .checks
-        .iter()
-        .filter(|c| !c.passed)
-        .map(|c| c.check)
-        .collect();
-    assert_eq!(failed, vec!["movable"]);
-    assert_eq!(e[0].checks.last().unwrap().check, "surge headroom");
-    assert_eq!(e[0].targets[0].node, "n2");
-    assert_eq!(
-        e[0].recommendations[0].advisory_reason,
-        Some(AdvisoryReason::OMENativeStateIneligible)
-    );
-    let missing = explain(&ctx, &decision, &Selector::parse("team/gone").unwrap()).unwrap_err();
-    assert!(
-        missing.contains("no InferenceService team/gone"),
-        "{missing}"
-    );
-    let no_index = explain(
-        &ctx,
-        &decision,
-        &Selector::parse("team/a/engine/5").unwrap(),
-    )
-    .unwrap_err();
-    assert!(no_index.contains("has no Instance 5"), "{no_index}");
+    w.with_ctx(V1, |ctx| {
+        let decision = decide_with(ctx);
+
+        let e = explain(ctx, &decision, &Selector::parse("team/a").unwrap()).unwrap();
+        assert_eq!(e.len(), 1);
+        let failed: Vec<&str> = e[0]
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.check)
+            .collect();
+        assert_eq!(failed, vec!["movable"]);
+        assert_eq!(e[0].checks.last().unwrap().check, "surge headroom");
+        assert_eq!(e[0].targets[0].node, "n2");
+        assert_eq!(
+            e[0].recommendations[0].advisory_reason,
+            Some(AdvisoryReason::OMENativeStateIneligible)
+        );
+        let missing = explain(ctx, &decision, &Selector::parse("team/gone").unwrap()).unwrap_err();
+        assert!(
+            missing.contains("no InferenceService team/gone"),
+            "{missing}"
+        );
+        let no_index =
+            explain(ctx, &decision, &Selector::parse("team/a/engine/5").unwrap()).unwrap_err();
+        assert!(no_index.contains("has no Instance 5"), "{no_index}");
+    });
 }
 
 #[test]
 fn the_plan_sequences_the_repack_with_fragmentation_after_each_step() {
+    use alfred::decision::decide_with;
     use alfred::decision::sequence::sequence;
-    use alfred::decision::{Context, decide_with};
-    // n1: a (4), b (2); n2: c (2), d (2). The repack packs c and d onto... n1 has room for one:
-    // c goes to n1 (n1 full), then d has nowhere but n2 (home): one step.
+    // n1: a (4), b (2); n2: c (2), d (2). n1 has room for one of c and d: c goes to n1
+    // (n1 full), d stays home on n2: one step.
     let w = two_nodes().omenative("team", "d", &[("n2", 2)]);
-    let snapshot =
-        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": w.items}).to_string())
-            .unwrap();
-    let config = Config::parse("schemaVersion: 1\nmigration: {apiVersion: v1}\n").unwrap();
-    let cluster = Cluster::build(&snapshot, &config, NOW.parse().unwrap());
-    let ctx = Context::new(&cluster, &snapshot, &config);
-    let d = decide_with(&ctx);
-    let s = sequence(&ctx, &d.pools[0]);
-    assert_eq!(s.steps.len(), 1, "{s:#?}");
-    let step = &s.steps[0];
-    assert_eq!(
-        (step.from.clone(), step.to.clone()),
-        (vec!["n2".to_string()], vec!["n1".to_string()])
-    );
-    // Free n1 0, n2 6: slots 6, 3, 1, 0 of 6 free.
-    assert_close("after", step.fragmentation_after, d.pools[0].best);
-    assert!(s.blocked.is_empty());
+    w.with_ctx(V1, |ctx| {
+        let d = decide_with(ctx);
+        let s = sequence(ctx, &d.pools[0]);
+        assert_eq!(s.steps.len(), 1, "{s:#?}");
+        let step = &s.steps[0];
+        assert_eq!(
+            (step.from.clone(), step.to.clone()),
+            (vec!["n2".to_string()], vec!["n1".to_string()])
+        );
+        // Free n1 0, n2 6: slots 6, 3, 1, 0 of 6 free.
+        assert_close("after", step.fragmentation_after, d.pools[0].best);
+        assert!(s.blocked.is_empty());
+    });
     // Without movable Instances there is nothing to sequence.
     let d = two_nodes().decide("");
     assert!(d.pools[0].repack_moves.is_empty());

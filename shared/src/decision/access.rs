@@ -116,10 +116,7 @@ pub fn resolve(
         };
         return ModelAccess::NodesLabelled { key };
     };
-    let Some(pvc) = snapshot.persistent_volume_claims.iter().find(|c| {
-        c.metadata.name.as_deref() == Some(claim)
-            && c.metadata.namespace.as_deref().unwrap_or("default") == w.namespace
-    }) else {
+    let Some(pvc) = snapshot.claim(w.namespace, claim) else {
         return ModelAccess::Unresolved(format!(
             "the model's volume claim {}/{claim} is not in the cluster",
             w.namespace
@@ -139,12 +136,7 @@ pub fn resolve(
         };
     }
     let volume = spec.and_then(|s| s.volume_name.as_deref());
-    let pv = volume.and_then(|v| {
-        snapshot
-            .persistent_volumes
-            .iter()
-            .find(|p| p.metadata.name.as_deref() == Some(v))
-    });
+    let pv = volume.and_then(|v| snapshot.volume(v));
     match (volume, pv) {
         (Some(_), Some(pv)) => ModelAccess::Volume {
             claim: format!("{}/{claim}", w.namespace),

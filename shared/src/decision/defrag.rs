@@ -334,7 +334,7 @@ fn emergency(
     cluster
         .pending
         .iter()
-        .filter(|p| p.pool.as_deref().is_none_or(|name| name == pool.pool))
+        .filter(|p| p.counts_in(&pool.pool))
         .filter(|p| p.age_minutes(ctx.now()) > config.emergency_pending_age_minutes as f64)
         // Bins the move leaves alone seat no more than now, so only a changed bin can seat it.
         .filter(|p| p.gpus > largest_now && p.gpus <= largest_changed)

@@ -107,6 +107,8 @@ pub fn explain(
     })?;
     let mut out = Vec::new();
     let mut components = 0;
+    // Built on the first Instance that is simulated, then shared by the rest.
+    let mut ledger: Option<simulate::Ledger> = None;
     for &c in &workload.components {
         let component = &cluster.components[c];
         if selector.component.is_some_and(|k| k != component.kind) {
@@ -118,7 +120,7 @@ pub fn explain(
             if selector.instance.is_some_and(|want| want != inst.index) {
                 continue;
             }
-            out.push(explain_instance(ctx, decision, i));
+            out.push(explain_instance(ctx, decision, i, &mut ledger));
         }
     }
     if components == 0 {
@@ -137,7 +139,12 @@ pub fn explain(
     Ok(out)
 }
 
-fn explain_instance(ctx: &Context<'_, '_>, decision: &Decision, i: usize) -> Explanation {
+fn explain_instance(
+    ctx: &Context<'_, '_>,
+    decision: &Decision,
+    i: usize,
+    ledger: &mut Option<simulate::Ledger>,
+) -> Explanation {
     let cluster = ctx.cluster;
     let inst = &cluster.instances[i];
     let component = &cluster.components[inst.component];
@@ -223,7 +230,7 @@ fn explain_instance(ctx: &Context<'_, '_>, decision: &Decision, i: usize) -> Exp
                     .collect();
                 scheduling = Some(simulate::simulate(
                     ctx,
-                    &simulate::Ledger::new(cluster),
+                    ledger.get_or_insert_with(|| simulate::Ledger::new(cluster)),
                     &simulate::instance_pods(cluster, i),
                     &exclude,
                 ));

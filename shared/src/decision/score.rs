@@ -240,7 +240,7 @@ fn score_pool(ctx: &Context<'_, '_>, pool: &Pool, movable: &[bool]) -> PoolScore
     let pending: Vec<_> = cluster
         .pending
         .iter()
-        .filter(|p| p.pool.as_deref().is_none_or(|name| name == pool.name))
+        .filter(|p| p.counts_in(&pool.name))
         .collect();
     for p in &pending {
         add_demand(p.gpus);

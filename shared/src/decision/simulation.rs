@@ -16,28 +16,14 @@ pub fn attach(ctx: &Context<'_, '_>, rows: &mut [Recommendation]) {
     let mut ledger: Option<Ledger> = None;
     let mut done = 0;
     for r in rows.iter_mut() {
-        if r.row.instance < 0 {
+        let Some(instance) = cluster.instance_of(&r.row.workload, r.row.component, r.row.instance)
+        else {
+            continue; // a row about a whole component
+        };
+        let component = &cluster.components[cluster.instances[instance].component];
+        if component.mode != DeploymentMode::OmeNative {
             continue;
         }
-        let Some(w) = cluster.workload(&r.row.workload) else {
-            continue;
-        };
-        let Some(component) = w
-            .components
-            .iter()
-            .map(|&c| &cluster.components[c])
-            .find(|c| c.kind == r.row.component && c.mode == DeploymentMode::OmeNative)
-        else {
-            continue;
-        };
-        let Some(instance) = component
-            .instances
-            .iter()
-            .copied()
-            .find(|&i| cluster.instances[i].index == r.row.instance)
-        else {
-            continue;
-        };
         let outcome = if done < SIMULATION_BUDGET {
             done += 1;
             let ledger = ledger.get_or_insert_with(|| Ledger::new(cluster));

@@ -1,7 +1,7 @@
 //! kube-scheduler's filter plugins, in its order, each with the message it reports for a node it
 //! rejects; and the scores that pick among the nodes that pass.
 
-use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::api::core::v1::{NodeSelector, Taint, Toleration};
 
 use super::NewPod;
 use super::resources::Ledger;
@@ -160,36 +160,20 @@ fn resource_fit(ledger: &Ledger, request: &[(usize, i64)], n: usize) -> Result<(
     Ok(())
 }
 
-/// VolumeBinding: a bound claim's volume must be reachable from the node.
-fn after_fit(ctx: &Context<'_, '_>, pod: &NewPod, n: usize) -> Result<(), Rejection> {
-    let node = &ctx.cluster.nodes[n];
-    let spec = &pod.spec;
-    for v in spec
+/// The node affinity of each bound volume the pod claims (VolumeBinding's input; the same on
+/// every node).
+fn volume_affinities<'s>(ctx: &Context<'_, 's>, pod: &NewPod) -> Vec<&'s NodeSelector> {
+    pod.spec
         .volumes
         .iter()
         .filter_map(|v| v.persistent_volume_claim.as_ref())
-    {
-        let affinity = ctx
-            .snapshot
-            .persistent_volume_claims
-            .iter()
-            .find(|c| {
-                c.metadata.name.as_deref() == Some(v.claim_name.as_str())
-                    && c.metadata.namespace.as_deref().unwrap_or("default") == pod.namespace
-            })
-            .and_then(|c| c.spec.as_ref()?.volume_name.as_deref())
-            .and_then(|pv| {
-                ctx.snapshot
-                    .persistent_volumes
-                    .iter()
-                    .find(|p| p.metadata.name.as_deref() == Some(pv))
-            })
-            .and_then(|pv| pv.spec.as_ref()?.node_affinity.as_ref()?.required.as_ref());
-        if affinity.is_some_and(|a| !selector::matches(a, node.node)) {
-            return Err(Rejection::VolumeNodeAffinity);
-        }
-    }
-    Ok(())
+        .filter_map(|v| ctx.snapshot.claim(&pod.namespace, &v.claim_name))
+        .filter_map(|c| {
+            ctx.snapshot
+                .volume(c.spec.as_ref()?.volume_name.as_deref()?)
+        })
+        .filter_map(|pv| pv.spec.as_ref()?.node_affinity.as_ref()?.required.as_ref())
+        .collect()
 }
 
 /// What does not change while pods are placed: the filters before and after NodeResourcesFit,
@@ -199,11 +183,23 @@ pub struct Fixed {
     after: Result<(), Rejection>,
 }
 
-pub fn fixed(ctx: &Context<'_, '_>, pod: &NewPod, n: usize) -> Fixed {
-    Fixed {
-        before: before_fit(ctx, pod, n),
-        after: after_fit(ctx, pod, n),
-    }
+/// The fixed filters of a pod on every node, by node index.
+pub fn fixed(ctx: &Context<'_, '_>, pod: &NewPod) -> Vec<Fixed> {
+    let volumes = volume_affinities(ctx, pod);
+    ctx.cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(n, node)| Fixed {
+            before: before_fit(ctx, pod, n),
+            // VolumeBinding: a bound claim's volume must be reachable from the node.
+            after: if volumes.iter().any(|a| !selector::matches(a, node.node)) {
+                Err(Rejection::VolumeNodeAffinity)
+            } else {
+                Ok(())
+            },
+        })
+        .collect()
 }
 
 impl Fixed {

@@ -242,10 +242,7 @@ pub fn simulate(
         {
             Some(f) => f,
             None => {
-                let per_node = (0..cluster.nodes.len())
-                    .map(|n| filters::fixed(ctx, pod, n))
-                    .collect();
-                fixed.push((k, per_node));
+                fixed.push((k, filters::fixed(ctx, pod)));
                 fixed.len() - 1
             }
         };
@@ -305,11 +302,9 @@ pub fn feasible_nodes(ctx: &Context<'_, '_>, ledger: &Ledger, pod: &NewPod) -> V
     let request = ledger.requests_of(&pod.spec);
     let others = running(ctx);
     let topology = topology::Topology::new(ctx, pod, &others);
+    let fixed = filters::fixed(ctx, pod);
     (0..ctx.cluster.nodes.len())
-        .filter(|&n| {
-            let fixed = filters::fixed(ctx, pod, n);
-            filters::check(ctx, &fixed, Some(&topology), &ledger, &request, n).is_ok()
-        })
+        .filter(|&n| filters::check(ctx, &fixed[n], Some(&topology), &ledger, &request, n).is_ok())
         .collect()
 }
 
@@ -408,6 +403,20 @@ fn infeasible(
     }
 }
 
+impl NewPod {
+    /// A new pod like a running one: its spec and labels, no node.
+    pub fn like(pod: &crate::cluster::PodView<'_>) -> NewPod {
+        let mut spec = pod.pod.spec.clone();
+        spec.node_name.clear();
+        NewPod {
+            name: pod.name.to_string(),
+            namespace: pod.namespace.to_string(),
+            labels: pod.pod.metadata.labels.clone(),
+            spec,
+        }
+    }
+}
+
 /// The pods an Instance's replacement would be created as: its live pods, unbound.
 pub fn instance_pods(cluster: &Cluster<'_>, instance: usize) -> Vec<NewPod> {
     cluster.instances[instance]
@@ -415,15 +424,6 @@ pub fn instance_pods(cluster: &Cluster<'_>, instance: usize) -> Vec<NewPod> {
         .iter()
         .map(|&p| &cluster.pods[p])
         .filter(|p| !p.terminal && !p.terminating)
-        .map(|p| {
-            let mut spec = p.pod.spec.clone();
-            spec.node_name.clear();
-            NewPod {
-                name: p.name.to_string(),
-                namespace: p.namespace.to_string(),
-                labels: p.pod.metadata.labels.clone(),
-                spec,
-            }
-        })
+        .map(NewPod::like)
         .collect()
 }

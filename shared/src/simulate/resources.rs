@@ -39,30 +39,20 @@ fn container_request(c: &Container, resource: &str) -> i64 {
 /// A pod's effective requests as Kubernetes computes them: app containers plus sidecars, or the
 /// peak of the init sequence when that is larger, plus the pod overhead; milli-units by name.
 pub fn pod_requests(spec: &PodSpec) -> Vec<(&str, i64)> {
-    if spec.init_containers.is_empty() && spec.overhead.is_empty() {
-        // Most pods: the app containers' requests (else limits), summed.
-        let mut sums: Vec<(&str, i64)> = Vec::new();
-        for c in &spec.containers {
-            let r = &c.resources;
-            let limits_only = r.limits.iter().filter(|(k, _)| r.requests.get(k).is_none());
-            for (name, q) in r.requests.iter().chain(limits_only) {
-                match sums.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, v)) => *v += milli(q),
-                    None => sums.push((name, milli(q))),
-                }
-            }
-        }
-        sums.retain(|(_, v)| *v > 0);
-        return sums;
-    }
+    // A pod names a handful of resources: a linear dedup beats sorting them.
     let mut names: Vec<&str> = Vec::new();
     for c in spec.containers.iter().chain(&spec.init_containers) {
-        names.extend(c.resources.requests.keys());
-        names.extend(c.resources.limits.keys());
+        for name in c.resources.requests.keys().chain(c.resources.limits.keys()) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
     }
-    names.extend(spec.overhead.keys());
-    names.sort_unstable();
-    names.dedup();
+    for name in spec.overhead.keys() {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
     names
         .into_iter()
         .map(|r| {
