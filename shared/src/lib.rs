@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod config;
 pub mod decision;
 pub mod duration;
+pub mod execute;
 pub mod health;
 pub mod migration;
 pub mod mode;

@@ -35,3 +35,89 @@ pub fn parse_request(payload: &str) -> Result<MigrationRequest, String> {
     }
     Ok(request)
 }
+
+/// The most hint target nodes a request may carry.
+pub const MAX_HINTS: usize = 8;
+/// The most bytes a request payload may take.
+pub const MAX_PAYLOAD_BYTES: usize = 4096;
+/// `requested_by` on Alfred's requests.
+pub const REQUESTED_BY: &str = "alfred";
+
+/// The annotation value: compact JSON, fields in the wire order.
+pub fn payload(request: &MigrationRequest) -> String {
+    serde_json::to_string(request).expect("a request always serializes")
+}
+
+/// The checks a request must pass before Alfred sends it (alfred-reference.md §3.3).
+pub fn validate_request(request: &MigrationRequest, payload: &str) -> Result<(), String> {
+    if request.schema_version != SCHEMA_VERSION {
+        return Err(format!("schemaVersion must be {SCHEMA_VERSION}"));
+    }
+    if crate::api::component::ComponentKind::parse(&request.component).is_none() {
+        return Err(format!(
+            "component {:?} is not engine, decoder or router",
+            request.component
+        ));
+    }
+    if request.instance < 0 {
+        return Err(format!("instance must be >= 0, got {}", request.instance));
+    }
+    let from = request.from_node.as_deref().unwrap_or_default();
+    if !crate::names::is_dns1123_subdomain(from) {
+        return Err(format!("from_node {from:?} is not a DNS-1123 subdomain"));
+    }
+    if request.hint_target_nodes.len() > MAX_HINTS {
+        return Err(format!("more than {MAX_HINTS} hint target nodes"));
+    }
+    for (i, hint) in request.hint_target_nodes.iter().enumerate() {
+        if !crate::names::is_dns1123_subdomain(hint) {
+            return Err(format!(
+                "hint target node {hint:?} is not a DNS-1123 subdomain"
+            ));
+        }
+        if hint == from {
+            return Err(format!("hint target node {hint:?} is the source node"));
+        }
+        if request.hint_target_nodes[..i].contains(hint) {
+            return Err(format!("hint target node {hint:?} is listed twice"));
+        }
+    }
+    if payload.len() > MAX_PAYLOAD_BYTES {
+        return Err(format!(
+            "the payload is {} bytes, more than {MAX_PAYLOAD_BYTES}",
+            payload.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The annotation key of a request.
+pub fn annotation_key(uuid: &str) -> String {
+    format!("{}{uuid}", crate::api::keys::MIGRATION_REQUEST_PREFIX)
+}
+
+/// The JSON Patch that adds a request to an InferenceService: it applies only to the object
+/// the decision read (uid and resourceVersion tested), and creates the annotations map when the
+/// object has none.
+pub fn request_patch(
+    uid: &str,
+    resource_version: &str,
+    has_annotations: bool,
+    uuid: &str,
+    payload: &str,
+) -> json_patch::Patch {
+    let pointer_key = annotation_key(uuid).replace('~', "~0").replace('/', "~1");
+    let mut ops = vec![
+        serde_json::json!({"op": "test", "path": "/metadata/uid", "value": uid}),
+        serde_json::json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version}),
+    ];
+    if !has_annotations {
+        ops.push(serde_json::json!({"op": "add", "path": "/metadata/annotations", "value": {}}));
+    }
+    ops.push(serde_json::json!({
+        "op": "add",
+        "path": format!("/metadata/annotations/{pointer_key}"),
+        "value": payload,
+    }));
+    serde_json::from_value(serde_json::Value::Array(ops)).expect("a well-formed patch")
+}

@@ -367,6 +367,9 @@ pub struct PodStatus {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub conditions: Vec<Condition>,
+    /// When the kubelet started the pod (recent-placement cooldown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Timestamp>,
 }
 
 impl Pod {

@@ -292,6 +292,23 @@ pub fn decide(cluster: &Cluster<'_>, snapshot: &Snapshot, config: &Config) -> De
 
 /// `decide` on a context the caller keeps (to explain or drain with it afterwards).
 pub fn decide_with(ctx: &Context<'_, '_>) -> Decision {
+    let mut decision = plan(ctx);
+    simulation::attach(ctx, &mut decision.recommendations);
+    for r in &mut decision.recommendations {
+        if r.row.advisory_reason.is_none() {
+            r.row.advisory_reason = Some(AdvisoryReason::SimulationRecommendOnly);
+            r.detail = format!(
+                "{} Alfred runs recommend-only, so the move is advice.",
+                r.detail
+            );
+        }
+    }
+    decision
+}
+
+/// Both policies' rows with their moves still executable and nothing simulated: what the
+/// arbiter takes in execute mode (the dispatcher simulates only the move it is about to send).
+pub fn plan(ctx: &Context<'_, '_>) -> Decision {
     let (cluster, config) = (ctx.cluster, ctx.config);
     let eligibility: Vec<defrag::Eligibility> = (0..cluster.instances.len())
         .map(|i| {
@@ -318,16 +335,6 @@ pub fn decide_with(ctx: &Context<'_, '_>) -> Decision {
         let (rows, dropped) = defrag::run(ctx, &pools, &eligibility);
         recommendations.extend(rows);
         dropped_outside_window = dropped;
-    }
-    simulation::attach(ctx, &mut recommendations);
-    for r in &mut recommendations {
-        if r.row.advisory_reason.is_none() {
-            r.row.advisory_reason = Some(AdvisoryReason::SimulationRecommendOnly);
-            r.detail = format!(
-                "{} Alfred runs recommend-only, so the move is advice.",
-                r.detail
-            );
-        }
     }
     Decision {
         pools,

@@ -1,0 +1,682 @@
+//! The dispatcher's decisions (alfred-reference.md §5 "Dispatcher"): what one execute pass may
+//! send, and why everything else is withheld. The plugin does the reads and writes in the
+//! order these functions lay out; a crash between any two of them leaves a journal the next
+//! run reconciles.
+
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+use super::arbiter::{self, Admission, Ledger, Verdict};
+use super::breaker::Breaker;
+use super::journal::{Entry, EntryReason, Journal, JournalError, Phase, WorkloadRef};
+use super::reconcile::{self, Timing, Transition};
+use crate::annotations;
+use crate::api::keys;
+use crate::config::{Config, Mode};
+use crate::decision::{self, Context, Decision, Outcome, PolicyName, Recommendation, Row};
+use crate::migration::{self, MigrationRequest};
+use crate::simulate::{self, Status};
+use crate::snapshot::Snapshot;
+
+/// The longest a dispatch pass may run. A `prepared` request attempted less than this long ago
+/// may still be in the hands of the run that attempted it, so no other run retries it yet.
+pub const PASS_DEADLINE: k8s_openapi::jiff::SignedDuration =
+    k8s_openapi::jiff::SignedDuration::from_secs(30);
+
+/// Why an admitted move was not sent (alfred-reference.md §4 "Dispatch (withhold) reasons"),
+/// and the write outcomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DispatchReason {
+    JournalUnavailable,
+    MultipleUnresolvedRequests,
+    UnresolvedRequest,
+    ExecutionDisabled,
+    InvalidCooldown,
+    FailureBackoff,
+    PolicyNoLongerEligible,
+    SourceUnsupported,
+    SourceChanged,
+    SimulationNotFeasible,
+    PredictedTargetUnsafe,
+    TargetCooldown,
+    JournalPayloadInvalid,
+    OwnerChanged,
+    SubmissionPrepared,
+    RequestSubmitted,
+    SubmissionUncertain,
+    SubmissionJournalUncertain,
+    SerialDispatchLimit,
+    /// The re-check's arbiter refused the move.
+    Arbiter(arbiter::ArbiterReason),
+}
+
+impl DispatchReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::JournalUnavailable => "JournalUnavailable",
+            Self::MultipleUnresolvedRequests => "MultipleUnresolvedRequests",
+            Self::UnresolvedRequest => "UnresolvedRequest",
+            Self::ExecutionDisabled => "ExecutionDisabled",
+            Self::InvalidCooldown => "InvalidCooldown",
+            Self::FailureBackoff => "FailureBackoff",
+            Self::PolicyNoLongerEligible => "PolicyNoLongerEligible",
+            Self::SourceUnsupported => "SourceUnsupported",
+            Self::SourceChanged => "SourceChanged",
+            Self::SimulationNotFeasible => "SimulationNotFeasible",
+            Self::PredictedTargetUnsafe => "PredictedTargetUnsafe",
+            Self::TargetCooldown => "TargetCooldown",
+            Self::JournalPayloadInvalid => "JournalPayloadInvalid",
+            Self::OwnerChanged => "OwnerChanged",
+            Self::SubmissionPrepared => "SubmissionPrepared",
+            Self::RequestSubmitted => "RequestSubmitted",
+            Self::SubmissionUncertain => "SubmissionUncertain",
+            Self::SubmissionJournalUncertain => "SubmissionJournalUncertain",
+            Self::SerialDispatchLimit => "SerialDispatchLimit",
+            Self::Arbiter(r) => r.as_str(),
+        }
+    }
+}
+
+impl fmt::Display for DispatchReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A reason and what exactly it is about.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Withhold {
+    pub reason: DispatchReason,
+    pub detail: String,
+}
+
+impl Withhold {
+    pub fn new(reason: DispatchReason, detail: impl Into<String>) -> Withhold {
+        Withhold {
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The journal as this pass found it, and what reconciling it changed.
+#[derive(Clone, Debug)]
+pub struct JournalState {
+    pub journal: Journal,
+    pub breaker: Breaker,
+    pub transitions: Vec<Transition>,
+}
+
+/// One execute pass on one read of the cluster.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub decision: Decision,
+    /// `Err` when the journal cannot be used: nothing is sent.
+    pub journal: Result<JournalState, JournalError>,
+    /// The arbiter's verdicts, in the order it considered the moves.
+    pub verdicts: Vec<Verdict>,
+    /// Why nothing at all may be sent this pass.
+    pub withheld: Option<Withhold>,
+    /// A `prepared` entry of ours to send again (same UUID) instead of a new move.
+    pub retry: Option<String>,
+}
+
+impl Plan {
+    /// The admitted moves, in arbiter order: (recommendation index, admission).
+    pub fn admitted(&self) -> impl Iterator<Item = (usize, &Admission)> {
+        self.verdicts
+            .iter()
+            .filter_map(|v| v.result.as_ref().ok().map(|a| (v.recommendation, a)))
+    }
+}
+
+/// Why execute mode is off, if it is.
+pub fn execution_disabled(config: &Config) -> Option<String> {
+    if config.mode != Mode::Execute {
+        Some(format!(
+            "Alfred's mode is {}; set mode: execute to let it migrate",
+            config.mode.as_str()
+        ))
+    } else if !config.migration_api_available() {
+        Some("migration.apiVersion is not v1; OME's migration API is not configured".into())
+    } else if !config.omenative_migration_enabled {
+        Some("omenativeMigrationEnabled is false".into())
+    } else {
+        None
+    }
+}
+
+/// The first InferenceService whose cooldown annotation execute mode cannot trust.
+pub fn invalid_cooldown(snapshot: &Snapshot) -> Option<String> {
+    snapshot.inference_services.iter().find_map(|s| {
+        let value = s
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(keys::COOLDOWN_MINUTES)?;
+        let error = annotations::cooldown_minutes(value).err()?;
+        Some(format!(
+            "{}/{}: {error}",
+            s.metadata.namespace.as_deref().unwrap_or_default(),
+            s.metadata.name.as_deref().unwrap_or_default()
+        ))
+    })
+}
+
+/// How long finished entries stay: an hour, or the longest cooldown that reads them.
+pub fn retention(ctx: &Context<'_, '_>) -> k8s_openapi::jiff::SignedDuration {
+    let longest = ctx
+        .workloads
+        .iter()
+        .map(|w| w.cooldown_minutes)
+        .chain([
+            ctx.config.per_workload_cooldown_minutes,
+            ctx.config.per_node_cooldown_minutes,
+        ])
+        .max()
+        .unwrap_or(0);
+    let cooldown = k8s_openapi::jiff::SignedDuration::from_mins(longest.min(i64::MAX / 60));
+    cooldown.max(super::journal::RETENTION)
+}
+
+/// Loads and reconciles the journal (`state`: the ConfigMap's `state.json`, `None` when the
+/// ConfigMap or key is missing, which reads as an empty journal), then arbitrates.
+pub fn plan(ctx: &Context<'_, '_>, state: Option<&str>, breaker: Option<&str>) -> Plan {
+    let config = ctx.config;
+    let decision = decision::plan(ctx);
+    let journal = load(state, breaker).map(|(mut journal, mut breaker)| {
+        let timing = Timing {
+            now: ctx.now(),
+            acknowledgement_timeout: config.migration.acknowledgement_timeout,
+            failure_backoff: config.migration.failure_backoff,
+        };
+        let transitions = reconcile::reconcile(&mut journal, &mut breaker, ctx.snapshot, timing);
+        JournalState {
+            journal,
+            breaker,
+            transitions,
+        }
+    });
+    let (withheld, retry) = match &journal {
+        Err(e) => (
+            Some(Withhold::new(
+                DispatchReason::JournalUnavailable,
+                e.to_string(),
+            )),
+            None,
+        ),
+        Ok(s) => pass_wide(ctx, &s.journal),
+    };
+    let (ledger, breaker_open_until) = match &journal {
+        Ok(s) => (
+            ledger(ctx, &s.journal, retry.as_deref()),
+            s.breaker.open(ctx.now()),
+        ),
+        Err(_) => (Ledger::default(), None),
+    };
+    let verdicts = arbiter::admit(
+        ctx,
+        &decision.recommendations,
+        &arbiter::Inputs {
+            ledger: &ledger,
+            breaker_open_until,
+        },
+    );
+    Plan {
+        decision,
+        journal,
+        verdicts,
+        withheld,
+        retry,
+    }
+}
+
+/// The journal's dispatches as the arbiter counts them; a prepared request being retried is
+/// the move itself, not something in its way.
+fn ledger(ctx: &Context<'_, '_>, journal: &Journal, retry: Option<&str>) -> Ledger {
+    let mut ledger = Ledger::from_journal(journal, ctx);
+    ledger.dispatches.retain(|d| Some(d.uuid.as_str()) != retry);
+    ledger
+}
+
+fn load(state: Option<&str>, breaker: Option<&str>) -> Result<(Journal, Breaker), JournalError> {
+    let journal = match state {
+        None => Journal::new(),
+        Some(text) => Journal::load(text)?,
+    };
+    let breaker = Breaker::load(breaker).map_err(JournalError)?;
+    Ok((journal, breaker))
+}
+
+/// The pass-wide checks, in the reference's order; a lone `prepared` entry is retried.
+fn pass_wide(ctx: &Context<'_, '_>, journal: &Journal) -> (Option<Withhold>, Option<String>) {
+    let unresolved: Vec<&Entry> = journal.unresolved().collect();
+    let mut retry = None;
+    match unresolved.as_slice() {
+        [] => {}
+        [one] if one.phase == Phase::Prepared => {
+            let attempted = one
+                .last_attempt
+                .filter(|&t| ctx.now().duration_since(t) < PASS_DEADLINE);
+            if let Some(t) = attempted {
+                return (
+                    Some(Withhold::new(
+                        DispatchReason::UnresolvedRequest,
+                        format!(
+                            "request {} for {} is being sent by another run (attempted at {t})",
+                            one.uuid, one.workload
+                        ),
+                    )),
+                    None,
+                );
+            }
+            retry = Some(one.uuid.clone());
+        }
+        [one] => {
+            return (
+                Some(Withhold::new(
+                    DispatchReason::UnresolvedRequest,
+                    format!(
+                        "request {} for {} is {} ({})",
+                        one.uuid,
+                        one.workload,
+                        one.phase.as_str(),
+                        one.reason_str()
+                    ),
+                )),
+                None,
+            );
+        }
+        many => {
+            return (
+                Some(Withhold::new(
+                    DispatchReason::MultipleUnresolvedRequests,
+                    format!("{} requests of Alfred's are unresolved", many.len()),
+                )),
+                None,
+            );
+        }
+    }
+    let now = ctx.now();
+    let withheld = if let Some(why) = execution_disabled(ctx.config) {
+        Some(Withhold::new(DispatchReason::ExecutionDisabled, why))
+    } else if let Some(why) = invalid_cooldown(ctx.snapshot) {
+        Some(Withhold::new(DispatchReason::InvalidCooldown, why))
+    } else {
+        journal.backoff_until.filter(|&b| now < b).map(|b| {
+            Withhold::new(
+                DispatchReason::FailureBackoff,
+                format!("a request of Alfred's failed or stalled; the next may go at {b}"),
+            )
+        })
+    };
+    (withheld, retry)
+}
+
+/// What the decision relied on about the source: the InferenceService and InferenceReplica
+/// identities and generations, and the Instance's pods and their nodes.
+pub fn fingerprint(ctx: &Context<'_, '_>, instance: usize) -> String {
+    let cluster = ctx.cluster;
+    let inst = &cluster.instances[instance];
+    let component = &cluster.components[inst.component];
+    let isvc = &cluster.workloads[component.workload].isvc.metadata;
+    let mut text = format!(
+        "isvc {} {}\n",
+        isvc.uid.as_deref().unwrap_or_default(),
+        isvc.generation.unwrap_or(0)
+    );
+    if let Some(r) = component.replica {
+        text += &format!(
+            "ir {} {}\n",
+            r.metadata.uid.as_deref().unwrap_or_default(),
+            r.metadata.generation.unwrap_or(0)
+        );
+    }
+    let mut pods: Vec<String> = inst
+        .pods
+        .iter()
+        .map(|&p| {
+            let pod = &cluster.pods[p];
+            format!(
+                "pod {} {} {}\n",
+                pod.name,
+                pod.pod.metadata.uid,
+                pod.node.unwrap_or_default()
+            )
+        })
+        .collect();
+    pods.sort();
+    text.extend(pods);
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A move that passed every re-check: the entry to journal and the patch to send.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prepared {
+    /// Index of the recommendation in the fresh plan.
+    pub recommendation: usize,
+    pub entry: Entry,
+    /// The InferenceService's resourceVersion the patch tests.
+    pub resource_version: String,
+    pub has_annotations: bool,
+}
+
+/// The identity of a row across passes (alfred-reference.md §3.1).
+fn same_move(a: &Row, b: &Row) -> bool {
+    (
+        a.policy,
+        &a.workload,
+        a.component,
+        a.instance,
+        &a.from_node,
+        a.reason,
+    ) == (
+        b.policy,
+        &b.workload,
+        b.component,
+        b.instance,
+        &b.from_node,
+        b.reason,
+    )
+}
+
+/// Re-checks a move chosen on an earlier read against a fresh read (`fresh`, `ctx`): the policy
+/// still produces it, the arbiter still admits it, its source is unchanged, and the simulation
+/// places every pod on an allowed, ready target outside its cooldown.
+pub fn preflight(
+    chosen: &Recommendation,
+    chosen_fingerprint: &str,
+    ctx: &Context<'_, '_>,
+    fresh: &Plan,
+    uuid: &str,
+) -> Result<Prepared, Withhold> {
+    let cluster = ctx.cluster;
+    let now = ctx.now();
+    let Some(index) = fresh
+        .decision
+        .recommendations
+        .iter()
+        .position(|r| same_move(&r.row, &chosen.row) && r.executable())
+    else {
+        return Err(Withhold::new(
+            DispatchReason::PolicyNoLongerEligible,
+            "on a fresh read the policies no longer produce this move",
+        ));
+    };
+    let rec = &fresh.decision.recommendations[index];
+    match fresh.verdicts.iter().find(|v| v.recommendation == index) {
+        Some(Verdict { result: Ok(_), .. }) => {}
+        Some(Verdict {
+            result: Err(rejection),
+            ..
+        }) => {
+            return Err(Withhold::new(
+                DispatchReason::Arbiter(rejection.reason),
+                rejection.detail.clone(),
+            ));
+        }
+        None => {
+            return Err(Withhold::new(
+                DispatchReason::PolicyNoLongerEligible,
+                "the arbiter no longer considers this move",
+            ));
+        }
+    }
+    let row = &rec.row;
+    let Some(instance) = cluster.instance_of(&row.workload, row.component, row.instance) else {
+        return Err(Withhold::new(
+            DispatchReason::PolicyNoLongerEligible,
+            "the Instance is gone",
+        ));
+    };
+    if fingerprint(ctx, instance) != chosen_fingerprint {
+        return Err(Withhold::new(
+            DispatchReason::SourceChanged,
+            "the InferenceService, its InferenceReplica or the Instance's pods changed since the move was planned",
+        ));
+    }
+    let component = &cluster.components[cluster.instances[instance].component];
+    let workload = &cluster.workloads[component.workload];
+    let Some(replica) = component.replica else {
+        return Err(Withhold::new(
+            DispatchReason::SourceUnsupported,
+            "no InferenceReplica serves the component",
+        ));
+    };
+    let exclude: Vec<usize> = cluster.node_index(&row.from_node).into_iter().collect();
+    let outcome = simulate::simulate(
+        ctx,
+        &simulate::Ledger::new(cluster),
+        &simulate::instance_pods(cluster, instance),
+        &exclude,
+    );
+    if outcome.status != Status::Feasible {
+        return Err(Withhold::new(
+            DispatchReason::SimulationNotFeasible,
+            format!(
+                "simulation: {:?}/{}: {}",
+                outcome.status, outcome.reason, outcome.message
+            ),
+        ));
+    }
+    let ledger = match &fresh.journal {
+        Ok(s) => ledger(ctx, &s.journal, fresh.retry.as_deref()),
+        Err(e) => {
+            return Err(Withhold::new(
+                DispatchReason::JournalUnavailable,
+                e.to_string(),
+            ));
+        }
+    };
+    let node_window =
+        k8s_openapi::jiff::SignedDuration::from_mins(ctx.config.per_node_cooldown_minutes);
+    let mut targets: Vec<String> = Vec::new();
+    for p in &outcome.placements {
+        let allowed = rec.placement_targets.contains(&p.node);
+        let safe = cluster
+            .node(&p.node)
+            .is_some_and(|n| n.ready && !n.unavailable_as_target());
+        if !allowed || !safe {
+            return Err(Withhold::new(
+                DispatchReason::PredictedTargetUnsafe,
+                format!(
+                    "pod {} is predicted on node {}, which is {}",
+                    p.pod,
+                    p.node,
+                    if allowed {
+                        "not ready or not available as a target"
+                    } else {
+                        "not one of the move's allowed targets"
+                    }
+                ),
+            ));
+        }
+        if let Some(d) = ledger.cooling(&p.node, now, node_window) {
+            return Err(Withhold::new(
+                DispatchReason::TargetCooldown,
+                format!(
+                    "pod {} is predicted on node {}, used by request {} at {}",
+                    p.pod, p.node, d.uuid, d.at
+                ),
+            ));
+        }
+        targets.push(p.node.clone());
+    }
+    targets.sort();
+    targets.dedup();
+    let request = MigrationRequest {
+        schema_version: migration::SCHEMA_VERSION.to_string(),
+        component: row.component.as_str().to_string(),
+        instance: i64::from(row.instance),
+        from_node: Some(row.from_node.clone()),
+        hint_target_nodes: targets
+            .iter()
+            .filter(|t| **t != row.from_node)
+            .take(migration::MAX_HINTS)
+            .cloned()
+            .collect(),
+        reason: Some(format!("{:?}", row.reason)),
+        requested_at: Some(now.to_string()),
+        requested_by: Some(migration::REQUESTED_BY.to_string()),
+    };
+    let payload = migration::payload(&request);
+    if let Err(why) = migration::validate_request(&request, &payload) {
+        return Err(Withhold::new(DispatchReason::SourceUnsupported, why));
+    }
+    let isvc = &workload.isvc.metadata;
+    Ok(Prepared {
+        recommendation: index,
+        entry: Entry {
+            uuid: uuid.to_string(),
+            workload: WorkloadRef {
+                namespace: workload.namespace.to_string(),
+                name: workload.name.to_string(),
+            },
+            workload_uid: isvc.uid.clone().unwrap_or_default(),
+            ir_name: replica.metadata.name.clone().unwrap_or_default(),
+            ir_uid: replica.metadata.uid.clone().unwrap_or_default(),
+            component: row.component,
+            instance: row.instance,
+            from_node: row.from_node.clone(),
+            targets,
+            payload,
+            source_fingerprint: chosen_fingerprint.to_string(),
+            created_at: now,
+            last_attempt: None,
+            acknowledged_at: None,
+            completed_at: None,
+            phase: Phase::Prepared,
+            reason: Some(EntryReason::SubmissionPrepared),
+        },
+        resource_version: isvc.resource_version.clone().unwrap_or_default(),
+        has_annotations: isvc.annotations.as_ref().is_some_and(|a| !a.is_empty()),
+    })
+}
+
+/// What the output rows are made of.
+pub struct RowInputs<'a> {
+    pub plan: &'a Plan,
+    /// The journal after the pass, when it could be read.
+    pub journal: Option<&'a Journal>,
+    pub transitions: &'a [Transition],
+    pub pass_withheld: Option<&'a Withhold>,
+    pub per_move: &'a [(usize, Withhold)],
+    /// The request sent in this pass and its recommendation.
+    pub sent: Option<(usize, &'a Entry)>,
+}
+
+/// Rows for the pass's output: every recommendation with its arbiter or dispatch outcome, then
+/// one row for each of Alfred's other requests that is unresolved or ended in this pass.
+pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
+    let plan = inputs.plan;
+    let mut rows: Vec<Row> = plan
+        .decision
+        .recommendations
+        .iter()
+        .map(|r| r.row.clone())
+        .collect();
+    for v in &plan.verdicts {
+        let row = &mut rows[v.recommendation];
+        let admission = match &v.result {
+            Err(rejection) => {
+                row.outcome = Outcome::Rejected;
+                row.reject_reason = Some(rejection.reason.as_str().to_string());
+                continue;
+            }
+            Ok(admission) => admission,
+        };
+        row.cooldown_overridden = admission.cooldown_overridden;
+        row.target = admission
+            .landings
+            .first()
+            .map(|(_, n)| n.clone())
+            .unwrap_or_default();
+        match inputs.sent {
+            Some((i, entry)) if i == v.recommendation => {
+                row.outcome = Outcome::Submitted;
+                row.request_uuid = Some(entry.uuid.clone());
+                row.dispatch_reason = Some(entry.reason_str().to_string());
+            }
+            _ => {
+                let reason = inputs
+                    .per_move
+                    .iter()
+                    .rev()
+                    .find(|(i, _)| *i == v.recommendation)
+                    .map(|(_, w)| w.reason)
+                    .or(inputs.pass_withheld.map(|w| w.reason))
+                    .unwrap_or(if inputs.sent.is_some() {
+                        DispatchReason::SerialDispatchLimit
+                    } else {
+                        DispatchReason::ExecutionDisabled
+                    });
+                row.outcome = Outcome::Withheld;
+                row.dispatch_reason = Some(reason.as_str().to_string());
+            }
+        }
+        row.dispatch_status = Some(outcome_str(row.outcome).to_string());
+    }
+    let sent_uuid = inputs.sent.map(|(_, e)| e.uuid.as_str());
+    for entry in inputs.journal.iter().flat_map(|j| &j.entries) {
+        let ended_now = inputs.transitions.iter().any(|t| t.uuid == entry.uuid);
+        if (entry.phase.is_terminal() && !ended_now) || sent_uuid == Some(entry.uuid.as_str()) {
+            continue;
+        }
+        rows.push(journal_row(entry));
+    }
+    rows
+}
+
+fn outcome_str(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Advisory => "advisory",
+        Outcome::Rejected => "rejected",
+        Outcome::Withheld => "withheld",
+        Outcome::Submitted => "submitted",
+        Outcome::Acknowledged => "acknowledged",
+        Outcome::Completed => "completed",
+        Outcome::Failed => "failed",
+        Outcome::Stalled => "stalled",
+    }
+}
+
+/// A row for one of Alfred's requests, as the journal has it.
+pub fn journal_row(entry: &Entry) -> Row {
+    let request = migration::parse_request(&entry.payload).ok();
+    let reason = request
+        .as_ref()
+        .and_then(|r| r.reason.as_deref())
+        .and_then(|r| match r {
+            "NodeUnhealthy" => Some(decision::CandidateReason::NodeUnhealthy),
+            "NodeMaintenance" => Some(decision::CandidateReason::NodeMaintenance),
+            "Fragmentation" => Some(decision::CandidateReason::Fragmentation),
+            _ => None,
+        })
+        .unwrap_or(decision::CandidateReason::Fragmentation);
+    let mut row = Row::new(
+        &entry.workload.to_string(),
+        entry.component,
+        entry.instance,
+        PolicyName::MigrationDispatch,
+        reason,
+        &entry.from_node,
+        0.0,
+    );
+    row.outcome = match entry.phase {
+        Phase::Prepared => Outcome::Withheld,
+        Phase::Submitted => Outcome::Submitted,
+        Phase::Acknowledged => Outcome::Acknowledged,
+        Phase::Completed => Outcome::Completed,
+        Phase::Failed => Outcome::Failed,
+        Phase::Stalled => Outcome::Stalled,
+    };
+    row.dispatch_status = Some(entry.status().to_string());
+    row.request_uuid = Some(entry.uuid.clone());
+    row.dispatch_reason = entry.reason.map(|r| r.as_str().to_string());
+    row.hint_targets = request.map(|r| r.hint_target_nodes).unwrap_or_default();
+    row
+}

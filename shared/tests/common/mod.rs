@@ -1,0 +1,148 @@
+//! A small cluster written object by object, shared by the integration tests of the decision
+//! pass and of execute mode.
+#![allow(dead_code)]
+
+use alfred::cluster::Cluster;
+use alfred::config::Config;
+use alfred::decision::Decision;
+use alfred::snapshot::Snapshot;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+pub const NOW: &str = "2026-09-28T10:15:00Z";
+pub const PRODUCT: &str = "H100";
+
+/// A small cluster written object by object.
+#[derive(Clone)]
+pub struct World {
+    pub items: Vec<Value>,
+    pub now: String,
+}
+
+pub fn ago(minutes: i64) -> String {
+    let t: Timestamp = NOW.parse().unwrap();
+    (t - k8s_openapi::jiff::SignedDuration::from_mins(minutes)).to_string()
+}
+
+impl World {
+    pub fn new() -> World {
+        World {
+            items: vec![
+                json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel",
+                "metadata": {"name": "m"}, "spec": {"storage": {"storageUri": "hf://org/m"}}}),
+            ],
+            now: NOW.into(),
+        }
+    }
+
+    pub fn node(mut self, name: &str, gpus: i64) -> World {
+        self.items.push(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": {
+                "nvidia.com/gpu.product": PRODUCT, "models.ome.io/clusterbasemodel.m": "Ready"}},
+            "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string()},
+                "conditions": [{"type": "Ready", "status": "True"},
+                               {"type": "GpuUnhealthy", "status": "False", "lastTransitionTime": ago(600)}]}}));
+        self
+    }
+
+    pub fn edit(mut self, kind: &str, name: &str, f: impl FnOnce(&mut Value)) -> World {
+        let item = self
+            .items
+            .iter_mut()
+            .find(|i| i["kind"] == kind && i["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"));
+        f(item);
+        self
+    }
+
+    pub fn label(self, node: &str, key: &str, value: &str) -> World {
+        self.edit("Node", node, |n| {
+            n["metadata"]["labels"][key] = json!(value)
+        })
+    }
+
+    pub fn unhealthy(self, node: &str) -> World {
+        self.edit(
+            "Node",
+            node,
+            |n| {
+                n["status"]["conditions"][1] =
+                    json!({"type": "GpuUnhealthy", "status": "True", "lastTransitionTime": ago(5)})
+            },
+        )
+    }
+
+    /// An OMENative InferenceService `ns/name` with one single-pod Instance per placement.
+    pub fn omenative(mut self, ns: &str, name: &str, placements: &[(&str, i64)]) -> World {
+        let n = placements.len();
+        self.items.push(
+            json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}"),
+                "resourceVersion": "1", "generation": 1},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "m"},
+                     "engine": {"minReplicas": n, "maxReplicas": n}}}),
+        );
+        let mut rows = Vec::new();
+        for (i, (node, gpus)) in placements.iter().enumerate() {
+            self.items.push(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{name}-engine-{i}-default-0"), "namespace": ns,
+                    "labels": {"ome.io/inferenceservice": name, "component": "engine",
+                               "ome.io/instance-index": i.to_string(), "ome.io/runner": "default"}},
+                "spec": {"nodeName": node, "containers": [{"name": "c",
+                    "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+                "status": {"phase": "Running", "startTime": ago(300),
+                    "conditions": [{"type": "Ready", "status": "True"}]}}));
+            rows.push(json!({"index": i, "phase": "Ready", "runningRevision": "r1", "podCount": 1,
+                "readyPodCount": 1, "servingPodCount": 1, "availablePodCount": 1, "admitted": true}));
+        }
+        self.items.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "metadata": {"name": format!("{name}-engine"), "namespace": ns, "generation": 1,
+                "uid": format!("uid-{name}-engine"),
+                "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+                    "name": name, "uid": format!("uid-{name}"), "controller": true}]},
+            "spec": {"component": "engine", "parentRef": {"name": name}, "replicas": n,
+                     "runners": [{"name": "default"}]},
+            "status": {"observedGeneration": 1, "replicas": n, "readyReplicas": n, "servingReplicas": n,
+                "availableReplicas": n, "updatedReplicas": n, "updatedReadyReplicas": n,
+                "currentRevision": "r1", "updateRevision": "r1", "instanceStatuses": rows}}));
+        self
+    }
+
+    pub fn annotate(self, name: &str, key: &str, value: &str) -> World {
+        self.edit("InferenceService", name, |i| {
+            i["metadata"]["annotations"][key] = json!(value)
+        })
+    }
+
+    pub fn pending(mut self, ns: &str, name: &str, gpus: i64, minutes: i64, isvc: &str) -> World {
+        self.items.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": ago(minutes),
+                "labels": {"ome.io/inferenceservice": isvc, "component": "engine"}},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                "lastTransitionTime": ago(minutes)}]}}));
+        self
+    }
+
+    pub fn at(mut self, now: &str) -> World {
+        self.now = now.into();
+        self
+    }
+
+    /// Runs `f` on the decision context of this world under `config` (after `schemaVersion`).
+    pub fn with_ctx<R>(&self, config: &str, f: impl FnOnce(&alfred::decision::Context) -> R) -> R {
+        let snapshot = Snapshot::parse(
+            &json!({"apiVersion": "v1", "kind": "List", "items": self.items}).to_string(),
+        )
+        .unwrap();
+        let config = Config::parse(&format!("schemaVersion: 1\n{config}")).unwrap();
+        let cluster = Cluster::build(&snapshot, &config, self.now.parse().unwrap());
+        f(&alfred::decision::Context::new(
+            &cluster, &snapshot, &config,
+        ))
+    }
+
+    pub fn decide(&self, config: &str) -> Decision {
+        self.with_ctx(config, alfred::decision::decide_with)
+    }
+}
