@@ -1,7 +1,9 @@
 //! `kubectl alfred`: defragmentation, node health, drains and rollouts for OME GPU clusters.
 
+mod events;
 mod explain;
 mod live;
+mod migrate;
 mod recommend;
 mod record;
 mod render;
@@ -87,6 +89,15 @@ enum Command {
     /// Solve an assignment problem file (-f) with the drain solver: containers, objects,
     /// dimensions, constraints and goals; prints the moves in order. See README "solve".
     Solve,
+    /// One execute pass: the arbiter admits moves, and the first that passes every re-check on
+    /// a fresh read is journaled and requested from OME; every other row says why not.
+    Migrate(migrate::MigrateArgs),
+    /// Alfred's dispatch journal: list its requests, show one, or resolve a stalled one.
+    #[command(subcommand)]
+    Journal(migrate::JournalCommand),
+    /// The safety bounds as they stand: breaker, backoff, requests in flight, what the next
+    /// pass may do.
+    Status,
     /// OMENative rollouts: plan a change before applying it, or see why one stopped.
     #[command(subcommand)]
     Rollout(rollout::RolloutCommand),
@@ -141,6 +152,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Drain(args) => explain::run_drain(&args, &cli.global).await?,
         Command::Simulate(args) => explain::run_simulate(&args, &cli.global).await?,
         Command::Rollout(command) => rollout::run(&command, &cli.global).await?,
+        Command::Migrate(args) => migrate::run_migrate(&args, &cli.global).await?,
+        Command::Journal(command) => migrate::run_journal(&command, &cli.global).await?,
+        Command::Status => migrate::run_status(&cli.global).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

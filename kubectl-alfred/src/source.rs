@@ -80,7 +80,7 @@ pub fn read_file(path: &str) -> Result<Snapshot> {
 }
 
 /// `--config FILE`, else the `alfred-config` ConfigMap in the snapshot, else the defaults.
-fn load_config(path: Option<&str>, snapshot: &Snapshot) -> Result<Config> {
+pub fn load_config(path: Option<&str>, snapshot: &Snapshot) -> Result<Config> {
     if let Some(path) = path {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading config file {path}"))?;

@@ -110,6 +110,19 @@ impl Cluster {
         self.kubectl_with(args, "")
     }
 
+    /// `kubectl ARGS` against this cluster, started in the background (to run several at once).
+    pub fn spawn_kubectl(&self, args: &[&str]) -> std::process::Child {
+        Command::new("kubectl")
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("PATH", &self.path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs")
+    }
+
     /// Runs kubectl and insists it succeeds; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.kubectl(args);

@@ -1,0 +1,447 @@
+//! Execute mode against a real API server: a full request cycle (submit, acknowledge,
+//! complete, the next move), a stall by acknowledgement timeout, two runs racing, and a patch
+//! refused right after the journal write, with the journal and the InferenceServices checked
+//! after each step. The OME controller's part is played by the test with `kubectl`.
+
+use std::process::Output;
+use std::thread;
+
+use alfred_e2e::{Cluster, stderr, stdout};
+use serde_json::{Value, json};
+
+const LONG_AGO: &str = "2026-01-01T00:00:00Z";
+const PREFIX: &str = "ome.io/migration-request-v1-";
+
+fn execute_config(cluster: &Cluster, extra: &str) -> String {
+    let path = cluster.dir.join("alfred-config.yaml");
+    std::fs::write(
+        &path,
+        format!("schemaVersion: 1\nmode: execute\nmigration: {{apiVersion: v1{extra}}}\n"),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+fn node(name: &str, unhealthy: bool) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "H100",
+            "models.ome.io/clusterbasemodel.m": "Ready"}},
+        "status": {"allocatable": {"nvidia.com/gpu": "8", "pods": "110", "cpu": "64", "memory": "512Gi"},
+            "capacity": {"nvidia.com/gpu": "8", "pods": "110", "cpu": "64", "memory": "512Gi"},
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": LONG_AGO},
+                {"type": "GpuUnhealthy", "status": if unhealthy { "True" } else { "False" },
+                 "lastTransitionTime": LONG_AGO}]}})
+}
+
+fn pod(isvc: &str, node: &str, gpus: i64) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{isvc}-engine-0-default-0"), "namespace": "team",
+            "labels": {"ome.io/inferenceservice": isvc, "component": "engine",
+                "ome.io/instance-index": "0", "ome.io/runner": "default"}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "engine:1",
+            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+        "status": {"phase": "Running", "startTime": LONG_AGO,
+            "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+fn workload(isvc: &str) -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": isvc, "namespace": "team"},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "m"},
+                "engine": {"minReplicas": 1, "maxReplicas": 1}}}),
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "metadata": {"name": format!("{isvc}-engine"), "namespace": "team"},
+            "spec": {"component": "engine", "parentRef": {"name": isvc}, "replicas": 1,
+                "runners": [{"name": "default"}]},
+            "status": {"observedGeneration": 1, "replicas": 1, "readyReplicas": 1,
+                "servingReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
+                "updatedReadyReplicas": 1, "currentRevision": "r1", "updateRevision": "r1",
+                "instanceStatuses": [{"index": 0, "phase": "Ready", "runningRevision": "r1",
+                    "podCount": 1, "readyPodCount": 1, "servingPodCount": 1,
+                    "availablePodCount": 1, "admitted": true}]}}),
+    ]
+}
+
+/// n1 is Unhealthy and runs a (4 GPUs) and b (2); n2 and n3 are empty. The journal ConfigMap
+/// exists, empty, in `ome`.
+fn setup(name: &str) -> Cluster {
+    let cluster = Cluster::up(name);
+    let mut objects = vec![
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel", "metadata": {"name": "m"},
+            "spec": {"storage": {"storageUri": "hf://org/m"}}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "alfred-dispatch-state", "namespace": "ome"}}),
+        node("n1", true),
+        node("n2", false),
+        node("n3", false),
+        pod("a", "n1", 4),
+        pod("b", "n1", 2),
+    ];
+    objects.extend(workload("a"));
+    objects.extend(workload("b"));
+    let file = cluster.dir.join("world.yaml");
+    let text: Vec<String> = objects.iter().map(Value::to_string).collect();
+    std::fs::write(&file, text.join("\n---\n")).unwrap();
+    cluster.seed(&file);
+    // OME's InferenceReplicas are owned by their InferenceService: point them at the real UIDs.
+    for isvc in ["a", "b"] {
+        let uid = cluster.ok(&[
+            "get",
+            "isvc",
+            isvc,
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ]);
+        let owner = json!({"metadata": {"ownerReferences": [{"apiVersion": "ome.io/v1beta1",
+            "kind": "InferenceService", "name": isvc, "uid": uid, "controller": true}]}});
+        cluster.ok(&[
+            "patch",
+            "inferencereplica",
+            &format!("{isvc}-engine"),
+            "-n",
+            "team",
+            "--type",
+            "merge",
+            "-p",
+            &owner.to_string(),
+        ]);
+    }
+    cluster
+}
+
+fn migrate(cluster: &Cluster, config: &str) -> Value {
+    let out = cluster.alfred(&["migrate", "-o", "json", "--config", config]);
+    assert!(out.status.success(), "migrate: {}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+fn journal(cluster: &Cluster) -> Value {
+    let text = cluster.ok(&[
+        "get",
+        "configmap",
+        "alfred-dispatch-state",
+        "-n",
+        "ome",
+        "-o",
+        "jsonpath={.data.state\\.json}",
+    ]);
+    if text.trim().is_empty() {
+        json!({"version": "v1", "entries": []})
+    } else {
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+/// Request annotations on the InferenceService, as (uuid, payload).
+fn requests(cluster: &Cluster, isvc: &str) -> Vec<(String, String)> {
+    let text = cluster.ok(&["get", "isvc", isvc, "-n", "team", "-o", "json"]);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    v["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.strip_prefix(PREFIX)?.to_string(), v.as_str()?.to_string())))
+        .collect()
+}
+
+fn row<'v>(pass: &'v Value, workload: &str) -> &'v Value {
+    pass["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["workload"] == workload && r["policy"] != "migration-dispatch")
+        .unwrap_or_else(|| panic!("no row for {workload}: {pass:#}"))
+}
+
+fn now() -> String {
+    let out = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The OME controller takes the request: the annotation goes, a status row appears.
+fn ome_accepts(cluster: &Cluster, isvc: &str, uuid: &str) {
+    cluster.ok(&[
+        "annotate",
+        "isvc",
+        isvc,
+        "-n",
+        "team",
+        &format!("{PREFIX}{uuid}-"),
+    ]);
+    set_migration(
+        cluster,
+        isvc,
+        json!({"requestUUID": uuid, "trigger": "Manual",
+        "sourceInstance": 0, "fromNode": "n1", "phase": "Accepted", "startedAt": now(),
+        "deadline": "2099-01-01T00:00:00Z"}),
+    );
+}
+
+fn set_migration(cluster: &Cluster, isvc: &str, row: Value) {
+    let patch = json!({"status": {"migrations": [row]}});
+    cluster.ok(&[
+        "patch",
+        "inferencereplica",
+        &format!("{isvc}-engine"),
+        "-n",
+        "team",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        &patch.to_string(),
+    ]);
+}
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn a_full_cycle_then_a_stall_by_acknowledgement_timeout() {
+    let cluster = setup("migrate-cycle");
+    let config = execute_config(&cluster, "");
+
+    // A dry run writes nothing.
+    let out = cluster.alfred(&["migrate", "--dry-run", "--config", &config]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Dry run: would add to InferenceService team/b"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(requests(&cluster, "b").is_empty());
+    assert_eq!(journal(&cluster)["entries"], json!([]));
+
+    // Submit: b (smaller) goes; a waits behind the serial limit.
+    let pass = migrate(&cluster, &config);
+    assert_eq!(row(&pass, "team/b")["outcome"], "submitted", "{pass:#}");
+    assert_eq!(row(&pass, "team/b")["dispatchReason"], "RequestSubmitted");
+    assert_eq!(
+        row(&pass, "team/a")["dispatchReason"],
+        "SerialDispatchLimit"
+    );
+    let uuid = pass["request"]["uuid"].as_str().unwrap().to_string();
+    let on_b = requests(&cluster, "b");
+    assert_eq!(on_b.len(), 1);
+    assert_eq!(on_b[0].0, uuid);
+    let payload: Value = serde_json::from_str(&on_b[0].1).unwrap();
+    assert_eq!(payload["from_node"], "n1");
+    assert_eq!(payload["reason"], "NodeUnhealthy");
+    assert_eq!(payload["requested_by"], "alfred");
+    let j = journal(&cluster);
+    assert_eq!(j["entries"].as_array().unwrap().len(), 1);
+    assert_eq!(j["entries"][0]["uuid"], uuid.as_str());
+    assert_eq!(j["entries"][0]["phase"], "submitted");
+    assert_eq!(j["entries"][0]["payload"], on_b[0].1.as_str());
+    let events = cluster.ok(&["get", "events", "-n", "team", "-o", "json"]);
+    assert!(events.contains("MigrationSubmitted"), "{events}");
+
+    // While it waits, nothing else is sent.
+    let pass = migrate(&cluster, &config);
+    assert_eq!(pass["withheld"]["reason"], "UnresolvedRequest", "{pass:#}");
+    assert!(requests(&cluster, "a").is_empty());
+
+    // OME takes it: acknowledged.
+    ome_accepts(&cluster, "b", &uuid);
+    let pass = migrate(&cluster, &config);
+    assert_eq!(
+        journal(&cluster)["entries"][0]["phase"],
+        "acknowledged",
+        "{pass:#}"
+    );
+
+    // OME finishes it (b now runs on n2): completed, and the next move goes.
+    set_migration(
+        &cluster,
+        "b",
+        json!({"requestUUID": uuid, "trigger": "Manual",
+        "sourceInstance": 0, "fromNode": "n1", "phase": "Completed", "startedAt": now(),
+        "completedAt": now(), "deadline": "2099-01-01T00:00:00Z"}),
+    );
+    cluster.ok(&[
+        "delete",
+        "pod",
+        "b-engine-0-default-0",
+        "-n",
+        "team",
+        "--grace-period=0",
+        "--force",
+    ]);
+    let moved = pod("b", "n2", 2);
+    let file = cluster.dir.join("moved.json");
+    std::fs::write(&file, moved.to_string()).unwrap();
+    cluster.ok(&["create", "-f", &file.display().to_string()]);
+    cluster.ok(&[
+        "replace",
+        "--subresource=status",
+        "-f",
+        &file.display().to_string(),
+    ]);
+    let pass = migrate(&cluster, &config);
+    let completed = pass["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["requestUUID"] == uuid.as_str() && r["outcome"] == "completed");
+    assert!(completed, "{pass:#}");
+    assert_eq!(row(&pass, "team/a")["outcome"], "submitted", "{pass:#}");
+    let on_a = requests(&cluster, "a");
+    assert_eq!(on_a.len(), 1);
+    assert_ne!(on_a[0].0, uuid);
+    let j = journal(&cluster);
+    assert_eq!(j["entries"][0]["phase"], "completed");
+    assert_eq!(j["entries"][1]["phase"], "submitted");
+
+    // Nobody takes a's request within a 2-second acknowledgement timeout: stalled, backoff.
+    thread::sleep(std::time::Duration::from_secs(3));
+    let short = execute_config(&cluster, ", acknowledgementTimeout: 2s");
+    let pass = migrate(&cluster, &short);
+    let j = journal(&cluster);
+    assert_eq!(j["entries"][1]["phase"], "stalled", "{pass:#}");
+    assert_eq!(j["entries"][1]["reason"], "AcknowledgementTimeout");
+    assert!(j["backoffUntil"].is_string());
+    assert_eq!(pass["withheld"]["reason"], "UnresolvedRequest");
+    let status = cluster.alfred(&["status", "--config", &short]);
+    assert!(
+        stdout(&status).contains("AcknowledgementTimeout"),
+        "{}",
+        stdout(&status)
+    );
+    // It still carries the annotation, so it may yet run: resolve refuses.
+    let a_uuid = on_a[0].0.clone();
+    let out = cluster.alfred(&[
+        "journal", "resolve", &a_uuid, "--reason", "test", "--yes", "--config", &short,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("OME may yet take it"),
+        "{}",
+        stderr(&out)
+    );
+    // Once the annotation is gone it can never resolve: resolve removes it and says who.
+    cluster.ok(&[
+        "annotate",
+        "isvc",
+        "a",
+        "-n",
+        "team",
+        &format!("{PREFIX}{a_uuid}-"),
+    ]);
+    let out = cluster.alfred(&[
+        "journal",
+        "resolve",
+        &a_uuid,
+        "--reason",
+        "never taken",
+        "--yes",
+        "--config",
+        &short,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(journal(&cluster)["entries"].as_array().unwrap().len(), 1);
+    let events = cluster.ok(&["get", "events", "-n", "team", "-o", "json"]);
+    assert!(
+        events.contains("MigrationRequestResolved") && events.contains("never taken"),
+        "{events}"
+    );
+}
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn two_runs_racing_send_one_request() {
+    let cluster = setup("migrate-race");
+    let config = execute_config(&cluster, "");
+    // Both start before either has read anything.
+    let runs: Vec<std::process::Child> = (0..2)
+        .map(|_| cluster.spawn_kubectl(&["alfred", "migrate", "-o", "json", "--config", &config]))
+        .collect();
+    let outs: Vec<Output> = runs
+        .into_iter()
+        .map(|r| r.wait_with_output().unwrap())
+        .collect();
+    let sent: Vec<String> = outs
+        .iter()
+        .filter(|o| o.status.success())
+        .filter_map(|o| {
+            let v: Value = serde_json::from_str(&stdout(o)).ok()?;
+            v["request"]["uuid"].as_str().map(String::from)
+        })
+        .collect();
+    let mut on_objects = requests(&cluster, "a");
+    on_objects.extend(requests(&cluster, "b"));
+    assert_eq!(
+        on_objects.len(),
+        1,
+        "{on_objects:?}; runs: {:?}",
+        outs.iter().map(stderr).collect::<Vec<_>>()
+    );
+    assert!(sent.iter().all(|u| *u == on_objects[0].0), "{sent:?}");
+    let j = journal(&cluster);
+    assert_eq!(j["entries"].as_array().unwrap().len(), 1, "{j:#}");
+    assert_eq!(j["entries"][0]["uuid"], on_objects[0].0.as_str());
+}
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn a_patch_refused_after_the_journal_write_is_retried_with_the_same_uuid() {
+    let cluster = setup("migrate-crash");
+    let config = execute_config(&cluster, "");
+    // A user who may write the journal and read InferenceServices, but not patch them: the
+    // pass fails between the journal write and the request.
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "alfred-no-patch"},
+        "rules": [{"apiGroups": ["ome.io"], "resources": ["inferenceservices"], "verbs": ["get"]},
+                  {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]}]});
+    let file = cluster.dir.join("no-patch.json");
+    std::fs::write(&file, role.to_string()).unwrap();
+    cluster.ok(&["apply", "-f", &file.display().to_string()]);
+    let reader = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../manifests/rbac/reader.yaml"
+    );
+    cluster.ok(&["apply", "-f", reader]);
+    for (binding, role) in [
+        ("viewer-reader", "alfred-reader"),
+        ("viewer-no-patch", "alfred-no-patch"),
+    ] {
+        cluster.ok(&[
+            "create",
+            "clusterrolebinding",
+            binding,
+            &format!("--clusterrole={role}"),
+            "--user=alfred-e2e-viewer",
+        ]);
+    }
+    let out = cluster.alfred_as_viewer(&["migrate", "-o", "json", "--config", &config]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let pass: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        row(&pass, "team/b")["dispatchReason"],
+        "SubmissionUncertain",
+        "{pass:#}"
+    );
+    let j = journal(&cluster);
+    assert_eq!(j["entries"][0]["phase"], "prepared");
+    assert_eq!(j["entries"][0]["reason"], "SubmissionUncertain");
+    let uuid = j["entries"][0]["uuid"].as_str().unwrap().to_string();
+    assert!(requests(&cluster, "b").is_empty());
+
+    // Right after, another run leaves it alone (the first may still be sending it) ...
+    let pass = migrate(&cluster, &config);
+    assert_eq!(pass["withheld"]["reason"], "UnresolvedRequest", "{pass:#}");
+    // ... and once the attempt is 30 seconds old, a run with the rights sends the same request.
+    thread::sleep(std::time::Duration::from_secs(31));
+    let pass = migrate(&cluster, &config);
+    assert_eq!(pass["request"]["uuid"], uuid.as_str(), "{pass:#}");
+    let on_b = requests(&cluster, "b");
+    assert_eq!(on_b.len(), 1);
+    assert_eq!(on_b[0].0, uuid);
+    let j = journal(&cluster);
+    assert_eq!(j["entries"].as_array().unwrap().len(), 1);
+    assert_eq!(j["entries"][0]["phase"], "submitted");
+    assert_eq!(j["entries"][0]["payload"], on_b[0].1.as_str());
+}
