@@ -1316,3 +1316,45 @@ proptest::proptest! {
         });
     }
 }
+
+#[test]
+fn the_first_failing_check_is_the_reason() {
+    use ArbiterReason::*;
+    // b fails several checks at once; each fix reveals the next in the reference's order.
+    let planned = maintenance().with_ctx(MAINTENANCE, |ctx| {
+        alfred::decision::plan(ctx).recommendations
+    });
+    let reason_for_b = |w: World| {
+        w.with_ctx(MAINTENANCE, |ctx| {
+            let ledger = Ledger::default();
+            let inputs = arbiter::Inputs {
+                ledger: &ledger,
+                breaker_open_until: None,
+            };
+            arbiter::admit(ctx, &planned, &inputs)
+                .into_iter()
+                .find(|v| planned[v.recommendation].row.workload == "team/b")
+                .map(|v| v.result.map(|_| ()).map_err(|r| r.reason))
+                .unwrap()
+        })
+    };
+    let all = with_migration(started(maintenance(), "b-engine-0-default-0", 1), "b", 1)
+        .annotate("b", "alfred.ome.io/movable", "false")
+        .edit("Pod", "b-engine-0-default-0", |p| {
+            p["metadata"]["deletionTimestamp"] = json!(ago(0))
+        });
+    assert_eq!(reason_for_b(all.clone()), Err(NotMovable));
+    let all = all.annotate("b", "alfred.ome.io/movable", "true");
+    assert_eq!(reason_for_b(all.clone()), Err(InstanceTerminating));
+    let all = all.edit("Pod", "b-engine-0-default-0", |p| {
+        p["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("deletionTimestamp");
+    });
+    assert_eq!(reason_for_b(all.clone()), Err(Cooldown));
+    let all = all.annotate("b", "alfred.ome.io/cooldown-minutes", "0");
+    assert_eq!(reason_for_b(all.clone()), Err(PlacementCooldown));
+    let all = started(all, "b-engine-0-default-0", 60);
+    assert_eq!(reason_for_b(all), Ok(()));
+}
