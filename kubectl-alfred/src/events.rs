@@ -149,3 +149,18 @@ pub async fn record_dispatch(client: &Client, rows: &[Row]) {
         }
     }
 }
+
+/// Records node events (namespace `default`, as the reference does); failures are printed.
+pub async fn record_nodes(client: &Client, events: &[alfred::decision::record::NodeEvent]) {
+    for e in events {
+        let subject = Subject {
+            api_version: "v1",
+            kind: "Node",
+            namespace: "default",
+            name: &e.node,
+        };
+        if let Err(err) = record(client, &subject, e.warning, e.reason, &e.message).await {
+            eprintln!("warning: {err:#}");
+        }
+    }
+}

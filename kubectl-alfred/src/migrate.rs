@@ -310,7 +310,9 @@ pub async fn run_migrate(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> 
         .map_err(|e| anyhow!(e))?;
         render::emit(&render_report(&report, global.output)?)?;
         if let (false, Some(client)) = (args.dry_run, &store.client) {
-            crate::events::record_dispatch(client, &report.rows()).await;
+            let rows = report.rows();
+            crate::events::record_dispatch(client, &rows).await;
+            record_pass(global, &config, &report, &rows).await;
         }
         if !args.watch {
             return Ok(());
@@ -320,6 +322,28 @@ pub async fn run_migrate(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> 
             _ = tokio::time::sleep(interval) => {}
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
+    }
+}
+
+/// Writes the pass into the recommendations ConfigMap (rows and node records, whose episode
+/// stamps make node events fire once). A missing ConfigMap only disables the record.
+async fn record_pass(
+    global: &GlobalArgs,
+    config: &Config,
+    report: &run::Report,
+    rows: &[alfred::decision::Row],
+) {
+    if !config.recommendations_config_map_enabled {
+        return;
+    }
+    let pass = crate::record::Pass {
+        rows,
+        nodes: &report.plan.decision.nodes,
+        mode: "execute",
+    };
+    let now = Timestamp::now();
+    if let Err(e) = crate::record::record(global, config, &pass, now).await {
+        eprintln!("note: recommendations not recorded: {e:#}");
     }
 }
 
@@ -426,7 +450,7 @@ fn render_report(report: &run::Report, output: Output) -> Result<String> {
                 if report.dry_run && r.outcome == alfred::decision::Outcome::Submitted {
                     "would-submit".into()
                 } else {
-                    outcome_name(r.outcome).into()
+                    r.outcome.as_str().into()
                 },
                 or_dash(&why),
                 or_dash(&r.from_node),
@@ -482,20 +506,6 @@ fn render_report(report: &run::Report, output: Output) -> Result<String> {
         None => {}
     }
     Ok(text)
-}
-
-fn outcome_name(o: alfred::decision::Outcome) -> &'static str {
-    use alfred::decision::Outcome::*;
-    match o {
-        Advisory => "advisory",
-        Rejected => "rejected",
-        Withheld => "withheld",
-        Submitted => "submitted",
-        Acknowledged => "acknowledged",
-        Completed => "completed",
-        Failed => "failed",
-        Stalled => "stalled",
-    }
 }
 
 fn or_dash(s: &str) -> String {

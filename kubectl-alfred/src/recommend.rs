@@ -83,7 +83,21 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
     let input = source::load(global).await?;
     let cluster = input.cluster();
     let ctx = Context::new(&cluster, &input.snapshot, &input.config);
-    let decision = decision::decide_with(&ctx);
+    let mut decision = decision::decide_with(&ctx);
+    // Requests left from execute mode keep their status.
+    let journal = input
+        .snapshot
+        .config_map(alfred::execute::journal::CONFIG_MAP_NAME)
+        .and_then(|m| m.data.as_ref());
+    let key = |k: &str| journal.and_then(|d| d.get(k)).map(String::as_str);
+    match alfred::execute::dispatch::journal_recommendations(
+        &ctx,
+        key(alfred::execute::journal::STATE_KEY),
+        key(alfred::execute::breaker::KEY),
+    ) {
+        Ok(rows) => decision.recommendations.extend(rows),
+        Err(e) => eprintln!("note: {e}"),
+    }
     let plan = args
         .plan
         .then(|| decision.pools.iter().map(|p| sequence(&ctx, p)).collect());
@@ -97,7 +111,17 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
     drop(ctx);
     render::emit(&text)?;
     if args.record {
-        let at = crate::record::record(global, &input.config, &decision, input.now).await?;
+        let rows: Vec<_> = decision
+            .recommendations
+            .iter()
+            .map(|r| r.row.clone())
+            .collect();
+        let pass = crate::record::Pass {
+            rows: &rows,
+            nodes: &decision.nodes,
+            mode: "recommend-only",
+        };
+        let at = crate::record::record(global, &input.config, &pass, input.now).await?;
         eprintln!("recorded into ConfigMap {at}");
     }
     drop(cluster);
@@ -262,8 +286,13 @@ fn rows_table(
                 },
                 r.row.policy.as_str().into(),
                 format!("{:?}", r.row.reason),
-                "advisory".into(),
-                r.row.advisory_reason.map_or("-", |a| a.as_str()).into(),
+                r.row.outcome.as_str().into(),
+                r.row
+                    .advisory_reason
+                    .map(|a| a.as_str())
+                    .or(r.row.dispatch_reason.as_deref())
+                    .unwrap_or("-")
+                    .into(),
                 or_dash(&r.row.from_node),
                 or_dash(&r.row.hint_targets.join(",")),
                 format!("{:.3}", r.row.score),
@@ -281,7 +310,7 @@ fn rows_table(
             "POLICY",
             "REASON",
             "OUTCOME",
-            "ADVISORY-REASON",
+            "REASON-CODE",
             "FROM",
             "HINTS",
             "SCORE",

@@ -2,7 +2,6 @@
 //! does: update only (the chart creates it), every other key kept, retried on conflicts.
 
 use alfred::config::Config;
-use alfred::decision::Decision;
 use alfred::decision::record::updated_data;
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -12,6 +11,13 @@ use kube::api::{ListParams, PostParams};
 
 use crate::{GlobalArgs, live};
 
+/// What a pass records: its rows in the `last-cycle.json` schema and its node records.
+pub struct Pass<'a> {
+    pub rows: &'a [alfred::decision::Row],
+    pub nodes: &'a std::collections::BTreeMap<String, alfred::decision::NodeRecord>,
+    pub mode: &'a str,
+}
+
 /// Read-modify-write attempts before giving up on conflicting writers.
 const ATTEMPTS: usize = 5;
 
@@ -19,7 +25,7 @@ const ATTEMPTS: usize = 5;
 pub async fn record(
     global: &GlobalArgs,
     config: &Config,
-    decision: &Decision,
+    pass: &Pass<'_>,
     now: Timestamp,
 ) -> Result<String> {
     if !config.recommendations_config_map_enabled {
@@ -43,12 +49,17 @@ pub async fn record(
         };
         let namespace = current.metadata.namespace.clone().unwrap_or_default();
         let existing = current.data.take().unwrap_or_default();
-        current.data = Some(updated_data(&existing, decision, "recommend-only", now));
+        let updated = updated_data(&existing, pass.rows, pass.nodes, pass.mode, now);
+        current.data = Some(updated.data);
         match Api::<ConfigMap>::namespaced(client.clone(), &namespace)
             .replace(name, &PostParams::default(), &current)
             .await
         {
-            Ok(_) => return Ok(format!("{namespace}/{name}")),
+            Ok(_) => {
+                // Once per episode: the stamps that made these events are now stored.
+                crate::events::record_nodes(&client, &updated.events).await;
+                return Ok(format!("{namespace}/{name}"));
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => continue,
             Err(kube::Error::Api(status)) if status.code == 403 => bail!(
                 "not allowed to update ConfigMap {namespace}/{name}: {}; grant update on it",

@@ -119,3 +119,30 @@ fn the_journal_in_the_snapshot_holds_the_pass_back() {
     let _ = std::fs::remove_file(file);
     let _ = std::fs::remove_file(broken);
 }
+
+#[test]
+fn recommend_shows_requests_left_from_execute_mode() {
+    let entry = serde_json::json!({"uuid": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+        "workload": {"Namespace": "chat", "Name": "mistral-chat"}, "workloadUID": "isvc-uid-chat-mistral-chat",
+        "irName": "mistral-chat-engine", "irUID": "irep-uid-chat-mistral-chat-engine", "component": "engine",
+        "instance": 0, "fromNode": "h100-06", "payload": "{}", "sourceFingerprint": "ab",
+        "createdAt": "2026-09-28T10:14:30Z", "phase": "prepared"});
+    let state = serde_json::json!({"version": "v1", "entries": [entry]}).to_string();
+    let file = demo_with_journal("recommend", &state);
+    let (code, out, err) = alfred(&["recommend", "-f", &file, "-o", "json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = doc["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["policy"] == "migration-dispatch")
+        .expect("the journal's request is shown");
+    assert_eq!(row["outcome"], "withheld");
+    assert_eq!(row["dispatchStatus"], "withheld");
+    assert_eq!(row["dispatchReason"], "ExecutionDisabled");
+    assert_eq!(row["requestUUID"], "7c9e6679-7425-40de-944b-e07fc1f90ae7");
+    let (_, table, _) = alfred(&["recommend", "-f", &file]);
+    assert!(table.contains("ExecutionDisabled"), "{table}");
+    let _ = std::fs::remove_file(file);
+}

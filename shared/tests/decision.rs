@@ -906,7 +906,37 @@ fn recording_keeps_other_keys_and_carries_episode_stamps() {
         ),
     ]
     .into();
-    let data = updated_data(&existing, &d, "recommend-only", NOW.parse().unwrap());
+    let rows: Vec<_> = d.recommendations.iter().map(|r| r.row.clone()).collect();
+    let updated = updated_data(
+        &existing,
+        &rows,
+        &d.nodes,
+        "recommend-only",
+        NOW.parse().unwrap(),
+    );
+    let data = &updated.data;
+    // The stamp set in this pass fires its event; the next pass, reading it back, does not.
+    let fired: Vec<(&str, &str)> = updated
+        .events
+        .iter()
+        .map(|e| (e.node.as_str(), e.reason))
+        .collect();
+    assert!(fired.contains(&("u", "NodeRepairNeeded")), "{fired:?}");
+    assert!(updated.events.iter().any(|e| e.message
+        == "node u has an observed health concern; repair investigation requested"
+        && e.warning));
+    let again = updated_data(
+        data,
+        &rows,
+        &d.nodes,
+        "recommend-only",
+        NOW.parse().unwrap(),
+    );
+    assert!(
+        again.events.iter().all(|e| e.node != "u"),
+        "{:?}",
+        again.events
+    );
     assert_eq!(data["owner-note"], "kept");
     assert!(!data.contains_key("node.gone"));
     assert!(
@@ -925,10 +955,12 @@ fn recording_keeps_other_keys_and_carries_episode_stamps() {
     let quiet = World::new().node("n1", 8).decide("");
     let data = updated_data(
         &Default::default(),
-        &quiet,
+        &[],
+        &quiet.nodes,
         "recommend-only",
         NOW.parse().unwrap(),
-    );
+    )
+    .data;
     let cycle: Value = serde_json::from_str(&data["last-cycle.json"]).unwrap();
     assert_eq!(cycle["recommendations"], Value::Null);
 }

@@ -70,6 +70,21 @@ pub enum Outcome {
     Stalled,
 }
 
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Advisory => "advisory",
+            Self::Rejected => "rejected",
+            Self::Withheld => "withheld",
+            Self::Submitted => "submitted",
+            Self::Acknowledged => "acknowledged",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Stalled => "stalled",
+        }
+    }
+}
+
 /// Why a row is not executable (alfred-reference.md §4 "Advisory reasons").
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AdvisoryReason {

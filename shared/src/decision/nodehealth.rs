@@ -35,6 +35,9 @@ pub struct RecordMaintenance {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeRecord {
+    /// The node's name (not written: the key names the node).
+    #[serde(skip)]
+    pub name: String,
     #[serde(rename = "nodeUID")]
     pub node_uid: String,
     pub state: String,
@@ -104,6 +107,7 @@ pub fn run(ctx: &Context<'_, '_>) -> (Vec<Recommendation>, BTreeMap<String, Node
         records.insert(
             node_record_key(n.name),
             NodeRecord {
+                name: n.name.to_string(),
                 node_uid: n.uid.unwrap_or_default().to_string(),
                 state: n.health.state.as_str().to_string(),
                 conditions,

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
+use super::Row;
 use super::nodehealth::NodeRecord;
-use super::{Decision, Row};
 
 pub const LAST_CYCLE_KEY: &str = "last-cycle.json";
 
@@ -24,19 +24,36 @@ fn is_node_key(key: &str) -> bool {
     key.starts_with("node.") || key.starts_with("node-hash.")
 }
 
-/// The data to write: `existing` with this pass's document and node records.
+/// The ConfigMap's data after a pass, and the node events its new episode stamps call for.
+pub struct Updated {
+    pub data: BTreeMap<String, String>,
+    pub events: Vec<NodeEvent>,
+}
+
+/// An event on a Node (alfred-reference.md §3.4), recorded once per episode: when the stamp
+/// it stands for is first set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeEvent {
+    pub node: String,
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The data to write: `existing` with this pass's rows and node records (their episode stamps
+/// carried over), and the events for the stamps set in this pass.
 pub fn updated_data(
     existing: &BTreeMap<String, String>,
-    decision: &Decision,
+    rows: &[Row],
+    nodes: &BTreeMap<String, NodeRecord>,
     mode: &str,
     now: Timestamp,
-) -> BTreeMap<String, String> {
+) -> Updated {
     let mut data = existing.clone();
-    let rows: Vec<&Row> = decision.recommendations.iter().map(|r| &r.row).collect();
     let doc = LastCycle {
         timestamp: now.to_string(),
         mode,
-        recommendations: (!rows.is_empty()).then_some(rows),
+        recommendations: (!rows.is_empty()).then(|| rows.iter().collect()),
     };
     data.insert(
         LAST_CYCLE_KEY.into(),
@@ -44,12 +61,13 @@ pub fn updated_data(
     );
     // A record no longer observed goes, unless it was written from a newer observation.
     data.retain(|key, value| {
-        if !is_node_key(key) || decision.nodes.contains_key(key) {
+        if !is_node_key(key) || nodes.contains_key(key) {
             return true;
         }
         serde_json::from_str::<NodeRecord>(value).is_ok_and(|old| old.observed_at > now)
     });
-    for (key, record) in &decision.nodes {
+    let mut events = Vec::new();
+    for (key, record) in nodes {
         let old = existing
             .get(key)
             .and_then(|v| serde_json::from_str::<NodeRecord>(v).ok());
@@ -57,12 +75,69 @@ pub fn updated_data(
             continue;
         }
         let record = carry_episode(record.clone(), old.as_ref());
+        events.extend(episode_events(&record, old.as_ref()));
         data.insert(
             key.clone(),
             serde_json::to_string(&record).expect("records serialize"),
         );
     }
-    data
+    Updated { data, events }
+}
+
+/// The events for stamps this record sets that the previous record of the node lacked.
+fn episode_events(new: &NodeRecord, old: Option<&NodeRecord>) -> Vec<NodeEvent> {
+    let old = old.filter(|o| o.node_uid == new.node_uid);
+    let name = &new.name;
+    let stamps: [(
+        Option<Timestamp>,
+        Option<Timestamp>,
+        bool,
+        &'static str,
+        String,
+    ); 4] = [
+        (
+            new.signaled_at,
+            old.and_then(|o| o.signaled_at),
+            true,
+            "NodeRepairNeeded",
+            format!("node {name} has an observed health concern; repair investigation requested"),
+        ),
+        (
+            new.drained_at,
+            old.and_then(|o| o.drained_at),
+            false,
+            "NodeDrainedForRepair",
+            format!(
+                "node {name} has no observed OME GPU occupants; this does not establish whole-node maintenance safety"
+            ),
+        ),
+        (
+            new.maintenance_requested_at,
+            old.and_then(|o| o.maintenance_requested_at),
+            false,
+            "NodeMaintenanceRequested",
+            format!("node {name} has planned maintenance requested; no hardware damage is implied"),
+        ),
+        (
+            new.maintenance_drained_at,
+            old.and_then(|o| o.maintenance_drained_at),
+            false,
+            "NodeDrainedForMaintenance",
+            format!(
+                "node {name} has no observed OME GPU occupants; this does not establish whole-node maintenance safety"
+            ),
+        ),
+    ];
+    stamps
+        .into_iter()
+        .filter(|(now, before, ..)| now.is_some() && before.is_none())
+        .map(|(_, _, warning, reason, message)| NodeEvent {
+            node: name.clone(),
+            warning,
+            reason,
+            message,
+        })
+        .collect()
 }
 
 /// The episode stamps of a node record: when repair was signalled and the node seen drained,

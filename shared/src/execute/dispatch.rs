@@ -618,7 +618,7 @@ pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
                 row.dispatch_reason = Some(reason.as_str().to_string());
             }
         }
-        row.dispatch_status = Some(outcome_str(row.outcome).to_string());
+        row.dispatch_status = Some(row.outcome.as_str().to_string());
     }
     let sent_uuid = inputs.sent.map(|(_, e)| e.uuid.as_str());
     for entry in inputs.journal.iter().flat_map(|j| &j.entries) {
@@ -629,19 +629,6 @@ pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
         rows.push(journal_row(entry));
     }
     rows
-}
-
-fn outcome_str(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Advisory => "advisory",
-        Outcome::Rejected => "rejected",
-        Outcome::Withheld => "withheld",
-        Outcome::Submitted => "submitted",
-        Outcome::Acknowledged => "acknowledged",
-        Outcome::Completed => "completed",
-        Outcome::Failed => "failed",
-        Outcome::Stalled => "stalled",
-    }
 }
 
 /// A row for one of Alfred's requests, as the journal has it.
@@ -679,4 +666,48 @@ pub fn journal_row(entry: &Entry) -> Row {
     row.dispatch_reason = entry.reason.map(|r| r.as_str().to_string());
     row.hint_targets = request.map(|r| r.hint_target_nodes).unwrap_or_default();
     row
+}
+
+/// Alfred's requests as a recommend-only pass shows them: reconciled in memory with the
+/// cluster, those unresolved or ended in this pass, a `prepared` one withheld with
+/// `ExecutionDisabled` (alfred-policies.md "The arbiter"). A journal that cannot be read
+/// gives its error instead.
+pub fn journal_recommendations(
+    ctx: &Context<'_, '_>,
+    state: Option<&str>,
+    breaker: Option<&str>,
+) -> Result<Vec<Recommendation>, JournalError> {
+    let Some(_) = state else {
+        return Ok(Vec::new());
+    };
+    let (mut journal, mut breaker) = load(state, breaker)?;
+    let config = ctx.config;
+    let transitions = reconcile::reconcile(
+        &mut journal,
+        &mut breaker,
+        ctx.snapshot,
+        Timing {
+            now: ctx.now(),
+            acknowledgement_timeout: config.migration.acknowledgement_timeout,
+            failure_backoff: config.migration.failure_backoff,
+        },
+    );
+    Ok(journal
+        .entries
+        .iter()
+        .filter(|e| !e.phase.is_terminal() || transitions.iter().any(|t| t.uuid == e.uuid))
+        .map(|e| {
+            let mut row = journal_row(e);
+            if e.phase == Phase::Prepared {
+                row.dispatch_reason = Some(DispatchReason::ExecutionDisabled.as_str().into());
+            }
+            let detail = format!(
+                "Alfred's request {} from execute mode is {} ({}); Alfred runs recommend-only, so nothing more is sent.",
+                e.uuid,
+                e.status(),
+                row.dispatch_reason.as_deref().unwrap_or_default()
+            );
+            Recommendation::new(row, 0, detail)
+        })
+        .collect())
 }

@@ -72,6 +72,8 @@ fn setup(name: &str) -> Cluster {
             "spec": {"storage": {"storageUri": "hf://org/m"}}}),
         json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "alfred-dispatch-state", "namespace": "ome"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "alfred-recommendations", "namespace": "ome"}}),
         node("n1", true),
         node("n2", false),
         node("n3", false),
@@ -243,6 +245,29 @@ fn a_full_cycle_then_a_stall_by_acknowledgement_timeout() {
     // While it waits, nothing else is sent.
     let pass = migrate(&cluster, &config);
     assert_eq!(pass["withheld"]["reason"], "UnresolvedRequest", "{pass:#}");
+    // Each pass is recorded; n1's repair was signalled once, in the first pass.
+    let cycle = cluster.ok(&[
+        "get",
+        "configmap",
+        "alfred-recommendations",
+        "-n",
+        "ome",
+        "-o",
+        "jsonpath={.data.last-cycle\\.json}",
+    ]);
+    let cycle: Value = serde_json::from_str(&cycle).unwrap();
+    assert_eq!(cycle["mode"], "execute");
+    let node_events = cluster.ok(&[
+        "get",
+        "events",
+        "-n",
+        "default",
+        "--field-selector",
+        "reason=NodeRepairNeeded",
+        "-o",
+        "jsonpath={.items[*].involvedObject.name}",
+    ]);
+    assert_eq!(node_events.trim(), "n1", "once per episode");
     assert!(requests(&cluster, "a").is_empty());
 
     // OME takes it: acknowledged.
