@@ -88,56 +88,39 @@ pub fn updated_data(
 fn episode_events(new: &NodeRecord, old: Option<&NodeRecord>) -> Vec<NodeEvent> {
     let old = old.filter(|o| o.node_uid == new.node_uid);
     let name = &new.name;
-    let stamps: [(
-        Option<Timestamp>,
-        Option<Timestamp>,
-        bool,
-        &'static str,
-        String,
-    ); 4] = [
-        (
-            new.signaled_at,
-            old.and_then(|o| o.signaled_at),
-            true,
-            "NodeRepairNeeded",
-            format!("node {name} has an observed health concern; repair investigation requested"),
-        ),
-        (
-            new.drained_at,
-            old.and_then(|o| o.drained_at),
-            false,
-            "NodeDrainedForRepair",
-            format!(
-                "node {name} has no observed OME GPU occupants; this does not establish whole-node maintenance safety"
-            ),
-        ),
-        (
-            new.maintenance_requested_at,
-            old.and_then(|o| o.maintenance_requested_at),
-            false,
-            "NodeMaintenanceRequested",
-            format!("node {name} has planned maintenance requested; no hardware damage is implied"),
-        ),
-        (
-            new.maintenance_drained_at,
-            old.and_then(|o| o.maintenance_drained_at),
-            false,
-            "NodeDrainedForMaintenance",
-            format!(
-                "node {name} has no observed OME GPU occupants; this does not establish whole-node maintenance safety"
-            ),
-        ),
-    ];
-    stamps
-        .into_iter()
-        .filter(|(now, before, ..)| now.is_some() && before.is_none())
-        .map(|(_, _, warning, reason, message)| NodeEvent {
-            node: name.clone(),
-            warning,
-            reason,
-            message,
-        })
-        .collect()
+    let unoccupied =
+        "has no observed OME GPU occupants; this does not establish whole-node maintenance safety";
+    let mut events = Vec::new();
+    let mut fire = |stamp: fn(&NodeRecord) -> Option<Timestamp>, warning, reason, what: &str| {
+        if stamp(new).is_some() && old.and_then(stamp).is_none() {
+            events.push(NodeEvent {
+                node: name.clone(),
+                warning,
+                reason,
+                message: format!("node {name} {what}"),
+            });
+        }
+    };
+    fire(
+        |r| r.signaled_at,
+        true,
+        "NodeRepairNeeded",
+        "has an observed health concern; repair investigation requested",
+    );
+    fire(|r| r.drained_at, false, "NodeDrainedForRepair", unoccupied);
+    fire(
+        |r| r.maintenance_requested_at,
+        false,
+        "NodeMaintenanceRequested",
+        "has planned maintenance requested; no hardware damage is implied",
+    );
+    fire(
+        |r| r.maintenance_drained_at,
+        false,
+        "NodeDrainedForMaintenance",
+        unoccupied,
+    );
+    events
 }
 
 /// The episode stamps of a node record: when repair was signalled and the node seen drained,
