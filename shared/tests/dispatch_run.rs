@@ -36,7 +36,11 @@ struct Cluster {
     /// Mutations (journal writes and patches) left before an injected failure; the bool says
     /// whether the failing mutation still takes effect (a reply lost after the write).
     crash: Option<(usize, bool)>,
+    /// A change made to the cluster right after this many reads of it.
+    after_reads: Option<(usize, Change)>,
 }
+
+type Change = Box<dyn FnOnce(&mut Cluster)>;
 
 impl Cluster {
     fn new(world: World) -> Cluster {
@@ -51,6 +55,7 @@ impl Cluster {
             annotated: BTreeSet::new(),
             consumed: BTreeMap::new(),
             crash: None,
+            after_reads: None,
         }
     }
 
@@ -180,9 +185,15 @@ impl Future for YieldOnce {
 impl Store for Handle {
     async fn observe(&mut self) -> Result<(Snapshot, Timestamp), String> {
         YieldOnce(false).await;
-        let c = self.0.borrow();
+        let mut c = self.0.borrow_mut();
         let text = json!({"apiVersion": "v1", "kind": "List", "items": c.world.items}).to_string();
-        Ok((Snapshot::parse(&text).unwrap(), c.now))
+        let read = (Snapshot::parse(&text).unwrap(), c.now);
+        match c.after_reads.take() {
+            Some((1, change)) => change(&mut c),
+            Some((n, change)) => c.after_reads = Some((n - 1, change)),
+            None => {}
+        }
+        Ok(read)
     }
 
     async fn read_journal(&mut self) -> Result<JournalDoc, String> {
@@ -576,4 +587,31 @@ proptest! {
         prop_assert!(c.annotated.len() <= c.journal().entries.len());
         assert_safe(&c, "race");
     }
+}
+
+#[test]
+fn a_configuration_changed_during_the_pass_withholds_it() {
+    let h = Handle(Rc::new(RefCell::new(Cluster::new(
+        evacuation().config_map(
+            "alfred-config",
+            "schemaVersion: 1\nmode: execute\nmigration: {apiVersion: v1}\n",
+        ),
+    ))));
+    // The configuration is edited between the pass's two reads of the cluster.
+    h.0.borrow_mut().after_reads = Some((
+        1,
+        Box::new(|c: &mut Cluster| {
+            c.world = c
+                .world
+                .clone()
+                .config_map("alfred-config", "schemaVersion: 1\nmode: recommend-only\n");
+        }),
+    ));
+    let report = pass(&h, false).unwrap();
+    assert_eq!(
+        report.withheld.as_ref().unwrap().reason.as_str(),
+        "ConfigurationChanged"
+    );
+    assert!(h.0.borrow().annotated.is_empty());
+    assert_eq!(h.0.borrow().journal.state, None, "nothing journaled");
 }

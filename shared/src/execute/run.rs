@@ -191,6 +191,20 @@ async fn attempt<S: Store>(
     if fresh_doc.version != doc.version {
         return Ok(None);
     }
+    let config_text = |s: &Snapshot| {
+        s.config_map(crate::config::CONFIG_MAP_NAME)
+            .and_then(|m| m.data.clone())
+    };
+    if config_text(&fresh_snapshot) != config_text(&snapshot) {
+        report.withheld = Some(Withhold::new(
+            DispatchReason::ConfigurationChanged,
+            format!(
+                "ConfigMap {} changed during the pass; the next pass uses the new configuration",
+                crate::config::CONFIG_MAP_NAME
+            ),
+        ));
+        return Ok(Some(report));
+    }
     let fresh_cluster = Cluster::build(&fresh_snapshot, config, fresh_now);
     let fresh_ctx = Context::new(&fresh_cluster, &fresh_snapshot, config);
     let fresh = dispatch::plan(

@@ -145,4 +145,14 @@ impl World {
     pub fn decide(&self, config: &str) -> Decision {
         self.with_ctx(config, alfred::decision::decide_with)
     }
+
+    /// Sets ConfigMap `name` (namespace `ome`) to hold `config.yaml: text`.
+    pub fn config_map(mut self, name: &str, text: &str) -> World {
+        self.items
+            .retain(|i| !(i["kind"] == "ConfigMap" && i["metadata"]["name"] == name));
+        self.items
+            .push(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ome"}, "data": {"config.yaml": text}}));
+        self
+    }
 }
