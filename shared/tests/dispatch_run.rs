@@ -38,6 +38,8 @@ struct Cluster {
     crash: Option<(usize, bool)>,
     /// A change made to the cluster right after this many reads of it.
     after_reads: Option<(usize, Change)>,
+    /// A change made right after this many journal writes.
+    after_writes: Option<(usize, Change)>,
 }
 
 type Change = Box<dyn FnOnce(&mut Cluster)>;
@@ -56,6 +58,7 @@ impl Cluster {
             consumed: BTreeMap::new(),
             crash: None,
             after_reads: None,
+            after_writes: None,
         }
     }
 
@@ -223,6 +226,11 @@ impl Store for Handle {
             breaker: Some(breaker.into()),
             version: next.clone(),
         };
+        match c.after_writes.take() {
+            Some((1, change)) => change(&mut c),
+            Some((n, change)) => c.after_writes = Some((n - 1, change)),
+            None => {}
+        }
         match failure {
             Some(_) => Err("injected failure after the write".into()),
             None => Ok(Some(next)),
@@ -614,4 +622,109 @@ fn a_configuration_changed_during_the_pass_withholds_it() {
     );
     assert!(h.0.borrow().annotated.is_empty());
     assert_eq!(h.0.borrow().journal.state, None, "nothing journaled");
+}
+
+#[test]
+fn an_object_changed_after_the_journal_write_is_not_patched_blindly() {
+    let h = Handle(Rc::new(RefCell::new(Cluster::new(evacuation()))));
+    // Someone edits b right after the prepared entry is saved.
+    h.0.borrow_mut().after_writes = Some((
+        1,
+        Box::new(|c: &mut Cluster| {
+            bump(c.isvc("team", "b").unwrap());
+        }),
+    ));
+    let report = pass(&h, false).unwrap();
+    assert!(report.sent.is_none());
+    assert!(outcomes(&report).contains(&row("team/b/0", Outcome::Withheld, "OwnerChanged")));
+    let j = h.0.borrow().journal();
+    assert_eq!(
+        (j.entries[0].phase, j.entries[0].last_attempt),
+        (Phase::Prepared, None)
+    );
+    assert!(h.0.borrow().annotated.is_empty());
+    // Never attempted, so the next pass re-checks the move and sends the same request.
+    let uuid = j.entries[0].uuid.clone();
+    let again = pass(&h, false).unwrap();
+    assert_eq!(again.sent.map(|(_, e)| e.uuid), Some(uuid.clone()));
+    assert_eq!(h.0.borrow().annotated, BTreeSet::from([uuid]));
+}
+
+#[test]
+fn a_request_sent_but_not_journaled_is_found_by_the_next_pass() {
+    let h = Handle(Rc::new(RefCell::new(Cluster::new(evacuation()))));
+    // Mutations: 0 prepared, 1 stamp, 2 patch, 3 the submitted record (fails).
+    h.0.borrow_mut().crash = Some((3, false));
+    let report = pass(&h, false).unwrap();
+    assert!(outcomes(&report).contains(&row("team/b/0", Outcome::Submitted, "RequestSubmitted")));
+    assert!(
+        report
+            .per_move
+            .iter()
+            .any(|(_, w)| w.reason.as_str() == "SubmissionJournalUncertain")
+    );
+    let uuid = report.sent.as_ref().unwrap().1.uuid.clone();
+    assert_eq!(h.0.borrow().journal().entries[0].phase, Phase::Prepared);
+    // The next pass sees the annotation: submitted, and nothing new is sent.
+    let next = pass(&h, false).unwrap();
+    assert!(next.sent.is_none());
+    let j = h.0.borrow().journal();
+    assert_eq!(
+        (j.entries[0].phase, j.entries[0].reason_str()),
+        (Phase::Submitted, "RequestAnnotationObserved")
+    );
+    assert_eq!(h.0.borrow().annotated, BTreeSet::from([uuid]));
+}
+
+#[test]
+fn a_full_journal_refuses_the_new_entry() {
+    let h = Handle(Rc::new(RefCell::new(Cluster::new(evacuation()))));
+    let done = |i: usize| {
+        json!({"uuid": format!("00000000-0000-4000-8000-{:012x}", 1000 + i),
+        "workload": {"Namespace": "team", "Name": "a"}, "workloadUID": "uid-a", "irName": "a-engine",
+        "irUID": "uid-a-engine", "component": "engine", "instance": 0, "fromNode": "n9",
+        "payload": "{}", "sourceFingerprint": "ab", "createdAt": ago(200), "completedAt": ago(119),
+        "phase": "completed", "reason": "TerminalStatusObserved"})
+    };
+    let full =
+        json!({"version": "v1", "entries": (0..256).map(done).collect::<Vec<_>>()}).to_string();
+    h.0.borrow_mut().journal.state = Some(full);
+    let config = Config::parse(&format!(
+        "{EXEC}maxMigrationsPerHour: 1000\nperWorkloadCooldownMinutes: 1\n"
+    ))
+    .unwrap();
+    let mut store = h.clone();
+    let report =
+        block_on(async move { run::run_pass(&mut store, &config, Options::default()).await })
+            .unwrap();
+    // Entries that ended two hours ago are pruned to make room.
+    assert!(report.sent.is_some(), "{:?}", report.per_move);
+    assert_eq!(h.0.borrow().journal().entries.len(), 1);
+
+    // Entries still within their retention are not: the journal is full.
+    let h = Handle(Rc::new(RefCell::new(Cluster::new(evacuation()))));
+    let recent = |i: usize| {
+        let mut e = done(i);
+        e["createdAt"] = json!(ago(90));
+        e["completedAt"] = json!(ago(30));
+        e
+    };
+    let full =
+        json!({"version": "v1", "entries": (0..256).map(recent).collect::<Vec<_>>()}).to_string();
+    h.0.borrow_mut().journal.state = Some(full);
+    let config = Config::parse(&format!("{EXEC}maxMigrationsPerHour: 1000\n")).unwrap();
+    let mut store = h.clone();
+    let report =
+        block_on(async move { run::run_pass(&mut store, &config, Options::default()).await })
+            .unwrap();
+    assert!(report.sent.is_none());
+    assert!(
+        report
+            .per_move
+            .iter()
+            .any(|(_, w)| w.reason.as_str() == "JournalPayloadInvalid"),
+        "{:?}",
+        report.per_move
+    );
+    assert!(h.0.borrow().annotated.is_empty());
 }

@@ -530,9 +530,7 @@ impl<'p, 'c, 's> Pass<'p, 'c, 's> {
                         format!("another move admitted in this pass lands on node {t}"),
                     )),
                     Some(n) => {
-                        let free = n.gpu_free
-                            - self.claimed.get(t.as_str()).copied().unwrap_or(0)
-                            - used.get(t.as_str()).copied().unwrap_or(0);
+                        let free = unclaimed(n.gpu_free, &self.claimed, &used, t);
                         if let Some(d) = self.inputs.ledger.cooling(t, now, node_window) {
                             Some((
                                 ArbiterReason::NodeCooldown,
@@ -583,6 +581,16 @@ impl<'p, 'c, 's> Pass<'p, 'c, 's> {
     }
 }
 
+/// A node's free GPUs less those claimed on it and those the move at hand already put there.
+fn unclaimed(
+    free: i64,
+    claimed: &HashMap<String, i64>,
+    used: &HashMap<&str, i64>,
+    node: &str,
+) -> i64 {
+    free - claimed.get(node).copied().unwrap_or(0) - used.get(node).copied().unwrap_or(0)
+}
+
 /// Where first fit puts `pods` (largest first) among `targets`, given GPUs already claimed.
 fn first_fit(
     ctx: &Context<'_, '_>,
@@ -594,12 +602,9 @@ fn first_fit(
     let mut out = Vec::new();
     for &gpus in pods {
         let fits = targets.iter().find(|t| {
-            ctx.cluster.node(t).is_some_and(|n| {
-                n.gpu_free
-                    - claimed.get(t.as_str()).copied().unwrap_or(0)
-                    - used.get(t.as_str()).copied().unwrap_or(0)
-                    >= gpus
-            })
+            ctx.cluster
+                .node(t)
+                .is_some_and(|n| unclaimed(n.gpu_free, claimed, &used, t) >= gpus)
         });
         if let Some(t) = fits {
             *used.entry(t).or_default() += gpus;
