@@ -1,14 +1,14 @@
 //! Events Alfred records (source `alfred`; alfred-reference.md §3.4). Events are best effort:
 //! a failure to record one is reported and never stops a pass.
 
-use alfred::decision::{Outcome, Row};
+use alfred::execute::events::{WorkloadEvent, event_name};
 use alfred::execute::journal::Entry;
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 /// The object an event is about.
@@ -27,9 +27,28 @@ pub async fn record(
     message: &str,
 ) -> Result<()> {
     let now = Time(Timestamp::now());
+    let name = event_name(subject.name, reason, message);
+    let api = Api::<Event>::namespaced(client.clone(), subject.namespace);
+    let what = || {
+        format!(
+            "recording event {reason} on {} {}",
+            subject.kind, subject.name
+        )
+    };
+    // The same event again: count it on the existing object, as kubectl's recorder does.
+    if let Some(existing) = api.get_opt(&name).await.with_context(what)? {
+        let patch = serde_json::json!({
+            "count": existing.count.unwrap_or(1) + 1,
+            "lastTimestamp": now,
+        });
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .with_context(what)?;
+        return Ok(());
+    }
     let event = Event {
         metadata: ObjectMeta {
-            generate_name: Some(format!("{}.", subject.name)),
+            name: Some(name),
             namespace: Some(subject.namespace.to_string()),
             ..Default::default()
         },
@@ -52,16 +71,11 @@ pub async fn record(
         count: Some(1),
         ..Default::default()
     };
-    Api::<Event>::namespaced(client.clone(), subject.namespace)
-        .create(&PostParams::default(), &event)
-        .await
-        .with_context(|| {
-            format!(
-                "recording event {reason} on {} {}",
-                subject.kind, subject.name
-            )
-        })?;
-    Ok(())
+    match api.create(&PostParams::default(), &event).await {
+        // Another pass recorded it first: theirs counts.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        result => result.map(|_| ()).with_context(what),
+    }
 }
 
 /// The user the API server knows the caller as, for the record of a manual action.
@@ -105,47 +119,17 @@ pub async fn record_resolved(client: &Client, entry: &Entry, who: &str, why: &st
     .await
 }
 
-/// The event of a dispatch row (alfred-reference.md §3.4), or `None` for rows without one.
-pub fn dispatch_event(row: &Row) -> Option<(bool, &'static str, String)> {
-    let (warning, reason) = match row.outcome {
-        Outcome::Withheld => (false, "RecommendationWithheld"),
-        Outcome::Submitted => (false, "MigrationSubmitted"),
-        Outcome::Acknowledged => (false, "MigrationAcknowledged"),
-        Outcome::Completed => (false, "MigrationCompleted"),
-        Outcome::Failed => (true, "MigrationFailed"),
-        Outcome::Stalled => (true, "MigrationStalled"),
-        Outcome::Advisory | Outcome::Rejected => return None,
-    };
-    let message = format!(
-        "{} migration request uuid={} for {}/{} instance {}: {} ({})",
-        row.policy.as_str(),
-        row.request_uuid.as_deref().unwrap_or_default(),
-        row.workload,
-        row.component,
-        row.instance,
-        row.dispatch_status.as_deref().unwrap_or_default(),
-        row.dispatch_reason.as_deref().unwrap_or_default()
-    );
-    Some((warning, reason, message))
-}
-
-/// Records the pass's dispatch events on their InferenceServices; failures are printed.
-pub async fn record_dispatch(client: &Client, rows: &[Row]) {
-    for row in rows {
-        let Some((warning, reason, message)) = dispatch_event(row) else {
-            continue;
-        };
-        let Some((namespace, name)) = row.workload.split_once('/') else {
-            continue;
-        };
+/// Records a pass's events on its InferenceServices; failures are printed.
+pub async fn record_workloads(client: &Client, events: &[WorkloadEvent]) {
+    for e in events {
         let subject = Subject {
             api_version: "ome.io/v1beta1",
             kind: "InferenceService",
-            namespace,
-            name,
+            namespace: &e.namespace,
+            name: &e.name,
         };
-        if let Err(e) = record(client, &subject, warning, reason, &message).await {
-            eprintln!("warning: {e:#}");
+        if let Err(err) = record(client, &subject, e.warning, e.reason, &e.message).await {
+            eprintln!("warning: {err:#}");
         }
     }
 }

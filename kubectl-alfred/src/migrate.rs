@@ -311,7 +311,11 @@ pub async fn run_migrate(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> 
         render::emit(&render_report(&report, global.output)?)?;
         if let (false, Some(client)) = (args.dry_run, &store.client) {
             let rows = report.rows();
-            crate::events::record_dispatch(client, &rows).await;
+            let events = alfred::execute::events::workload_events(
+                &rows,
+                &report.plan.decision.recommendations,
+            );
+            crate::events::record_workloads(client, &events).await;
             record_pass(global, &config, &report, &rows).await;
         }
         if !args.watch {

@@ -1358,3 +1358,115 @@ fn the_first_failing_check_is_the_reason() {
     let all = started(all, "b-engine-0-default-0", 60);
     assert_eq!(reason_for_b(all), Ok(()));
 }
+
+#[test]
+fn each_row_gets_the_reference_event() {
+    use alfred::decision::{
+        AdvisoryReason, CandidateReason, Outcome, PolicyName, Recommendation, Row,
+    };
+    use alfred::execute::events::{event_name, workload_events};
+    let base = |policy, reason| {
+        Row::new(
+            "prod/chat",
+            alfred::api::component::ComponentKind::Engine,
+            3,
+            policy,
+            reason,
+            "node-a",
+            0.5,
+        )
+    };
+    let mut advice = base(PolicyName::Nodehealth, CandidateReason::NodeUnhealthy);
+    advice.advisory_reason = Some(AdvisoryReason::NoSurgeHeadroom);
+    let mut raw = base(PolicyName::Defragmentation, CandidateReason::Fragmentation);
+    raw.advisory_reason = Some(AdvisoryReason::RawDeploymentMigrationUnsupported);
+    let mut defrag = base(PolicyName::Defragmentation, CandidateReason::Fragmentation);
+    defrag.advisory_reason = Some(AdvisoryReason::NonExecutableObservedFragmentation);
+    let mut rejected = base(PolicyName::Defragmentation, CandidateReason::Fragmentation);
+    rejected.outcome = Outcome::Rejected;
+    rejected.reject_reason = Some("HourlyCap".into());
+    let mut submitted = base(PolicyName::Defragmentation, CandidateReason::Fragmentation);
+    submitted.outcome = Outcome::Submitted;
+    submitted.dispatch_status = Some("submitted".into());
+    submitted.request_uuid = Some(UUID.into());
+    submitted.dispatch_reason = Some("RequestSubmitted".into());
+    let mut stalled = submitted.clone();
+    stalled.outcome = Outcome::Stalled;
+    stalled.dispatch_reason = Some("AcknowledgementTimeout".into());
+    let mut overridden = base(PolicyName::Nodehealth, CandidateReason::NodeUnhealthy);
+    overridden.outcome = Outcome::Withheld;
+    overridden.dispatch_reason = Some("SerialDispatchLimit".into());
+    overridden.cooldown_overridden = true;
+    let rows = vec![
+        advice.clone(),
+        raw,
+        defrag,
+        rejected,
+        submitted,
+        stalled,
+        overridden,
+    ];
+    let recs: Vec<Recommendation> = rows
+        .iter()
+        .map(|r| Recommendation::new(r.clone(), 4, String::new()))
+        .collect();
+    let events = workload_events(&rows, &recs);
+    let got: Vec<(&str, bool, &str)> = events
+        .iter()
+        .map(|e| (e.reason, e.warning, e.message.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "EvacuationRecommendationProduced",
+                false,
+                "nodehealth advisory for prod/chat/engine: NoSurgeHeadroom (from node-a, footprint 4 GPUs)"
+            ),
+            (
+                "RawDeploymentMigrationUnsupported",
+                false,
+                "defragmentation advisory for prod/chat/engine: RawDeploymentMigrationUnsupported (from node-a, footprint 0 GPUs)"
+            ),
+            (
+                "FragmentationRecommendationProduced",
+                false,
+                "defragmentation advisory for prod/chat/engine: NonExecutableObservedFragmentation (from node-a, footprint 0 GPUs)"
+            ),
+            (
+                "RecommendationRejected",
+                false,
+                "defragmentation recommendation for prod/chat/engine rejected: HourlyCap"
+            ),
+            (
+                "MigrationSubmitted",
+                false,
+                "defragmentation migration request uuid=7c9e6679-7425-40de-944b-e07fc1f90ae7 for prod/chat/engine instance 3: submitted (RequestSubmitted)"
+            ),
+            (
+                "MigrationStalled",
+                true,
+                "defragmentation migration request uuid=7c9e6679-7425-40de-944b-e07fc1f90ae7 for prod/chat/engine instance 3: stalled (AcknowledgementTimeout)"
+            ),
+            (
+                "RecommendationWithheld",
+                false,
+                "nodehealth migration request uuid= for prod/chat/engine instance 3: withheld (SerialDispatchLimit)"
+            ),
+            (
+                "CooldownOverriddenForEvacuation",
+                false,
+                "health evacuation of prod/chat/engine admitted under the cooldown floor while the standard window was still running"
+            ),
+        ]
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| (e.namespace.as_str(), e.name.as_str()) == ("prod", "chat"))
+    );
+    // A repeat has the same name; another event on the object another.
+    assert_eq!(event_name("chat", "A", "m"), event_name("chat", "A", "m"));
+    assert_ne!(event_name("chat", "A", "m"), event_name("chat", "A", "n"));
+    assert!(event_name(&"x".repeat(300), "A", "m").len() <= 253);
+}

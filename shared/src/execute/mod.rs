@@ -6,6 +6,7 @@
 pub mod arbiter;
 pub mod breaker;
 pub mod dispatch;
+pub mod events;
 pub mod journal;
 pub mod reconcile;
 pub mod run;

@@ -1,0 +1,119 @@
+//! The events a pass records on InferenceServices (alfred-reference.md §3.4): advice,
+//! rejections, dispatch outcomes and cooldown overrides, with the reference's reasons and
+//! message formats. Node events come from the node records (`decision::record`).
+
+use sha2::{Digest, Sha256};
+
+use crate::decision::{AdvisoryReason, Outcome, PolicyName, Recommendation, Row};
+
+/// One event on an InferenceService.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkloadEvent {
+    pub namespace: String,
+    pub name: String,
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The events of a pass's rows. `recommendations` are the pass's own rows (the first rows, in
+/// order), for the footprint some messages name; the rest are journal rows.
+pub fn workload_events(rows: &[Row], recommendations: &[Recommendation]) -> Vec<WorkloadEvent> {
+    let mut events = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let Some((namespace, name)) = row.workload.split_once('/') else {
+            continue;
+        };
+        let footprint = recommendations.get(i).map_or(0, |r| r.footprint);
+        let mut push = |warning, reason, message| {
+            events.push(WorkloadEvent {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                warning,
+                reason,
+                message,
+            })
+        };
+        let subject = format!("{}/{}", row.workload, row.component);
+        match row.outcome {
+            Outcome::Advisory => {
+                let Some(advisory) = row.advisory_reason else {
+                    continue;
+                };
+                let reason = match (advisory, row.policy) {
+                    (AdvisoryReason::RawDeploymentMigrationUnsupported, _) => {
+                        "RawDeploymentMigrationUnsupported"
+                    }
+                    (_, PolicyName::Defragmentation) => "FragmentationRecommendationProduced",
+                    _ => "EvacuationRecommendationProduced",
+                };
+                let gpus = if advisory == AdvisoryReason::NoSurgeHeadroom {
+                    footprint
+                } else {
+                    0
+                };
+                push(
+                    false,
+                    reason,
+                    format!(
+                        "{} advisory for {subject}: {} (from {}, footprint {gpus} GPUs)",
+                        row.policy.as_str(),
+                        advisory.as_str(),
+                        row.from_node
+                    ),
+                );
+            }
+            Outcome::Rejected => push(
+                false,
+                "RecommendationRejected",
+                format!(
+                    "{} recommendation for {subject} rejected: {}",
+                    row.policy.as_str(),
+                    row.reject_reason.as_deref().unwrap_or_default()
+                ),
+            ),
+            outcome => {
+                let (warning, reason) = match outcome {
+                    Outcome::Withheld => (false, "RecommendationWithheld"),
+                    Outcome::Submitted => (false, "MigrationSubmitted"),
+                    Outcome::Acknowledged => (false, "MigrationAcknowledged"),
+                    Outcome::Completed => (false, "MigrationCompleted"),
+                    Outcome::Failed => (true, "MigrationFailed"),
+                    _ => (true, "MigrationStalled"),
+                };
+                push(
+                    warning,
+                    reason,
+                    format!(
+                        "{} migration request uuid={} for {subject} instance {}: {} ({})",
+                        row.policy.as_str(),
+                        row.request_uuid.as_deref().unwrap_or_default(),
+                        row.instance,
+                        outcome.as_str(),
+                        row.dispatch_reason.as_deref().unwrap_or_default()
+                    ),
+                );
+            }
+        }
+        if row.cooldown_overridden {
+            push(
+                false,
+                "CooldownOverriddenForEvacuation",
+                format!(
+                    "health evacuation of {subject} admitted under the cooldown floor while the standard window was still running"
+                ),
+            );
+        }
+    }
+    events
+}
+
+/// A stable name for an event, so that a repeat of the same event on the same object is
+/// counted on one Event object instead of creating another each pass.
+pub fn event_name(object: &str, reason: &str, message: &str) -> String {
+    let digest = Sha256::digest(format!("{reason}\n{message}").as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    // Object names are at most 253 characters; leave room for the suffix.
+    let prefix = &object[..object.len().min(253 - 17)];
+    format!("{prefix}.{hex}")
+}
