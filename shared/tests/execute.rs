@@ -1470,3 +1470,60 @@ fn each_row_gets_the_reference_event() {
     assert_ne!(event_name("chat", "A", "m"), event_name("chat", "A", "n"));
     assert!(event_name(&"x".repeat(300), "A", "m").len() <= 253);
 }
+
+#[test]
+fn a_request_off_the_wire_contract_is_never_sent() {
+    use alfred::migration::{MigrationRequest, payload as wire, validate_request};
+    let ok = MigrationRequest {
+        schema_version: "v1".into(),
+        component: "engine".into(),
+        instance: 3,
+        from_node: Some("node-a".into()),
+        hint_target_nodes: vec!["n2".into(), "n3".into()],
+        reason: Some("Fragmentation".into()),
+        requested_at: Some("2026-09-28T10:15:02.418093721Z".into()),
+        requested_by: Some("alfred".into()),
+    };
+    let text = wire(&ok);
+    assert_eq!(
+        text,
+        r#"{"schemaVersion":"v1","component":"engine","instance":3,"from_node":"node-a","hint_target_nodes":["n2","n3"],"reason":"Fragmentation","requested_at":"2026-09-28T10:15:02.418093721Z","requested_by":"alfred"}"#
+    );
+    assert_eq!(validate_request(&ok, &text), Ok(()));
+    let bad = |f: &dyn Fn(&mut MigrationRequest)| {
+        let mut r = ok.clone();
+        f(&mut r);
+        validate_request(&r, &wire(&r)).unwrap_err()
+    };
+    assert!(bad(&|r| r.component = "worker".into()).contains("component"));
+    assert!(bad(&|r| r.instance = -1).contains("instance"));
+    assert!(bad(&|r| r.from_node = Some("Node_A".into())).contains("from_node"));
+    assert!(bad(&|r| r.hint_target_nodes = vec!["n2".into(); 2]).contains("twice"));
+    assert!(bad(&|r| r.hint_target_nodes = vec!["node-a".into()]).contains("source node"));
+    assert!(
+        bad(&|r| r.hint_target_nodes = (0..9).map(|i| format!("n{i}")).collect())
+            .contains("more than 8")
+    );
+    assert!(bad(&|r| r.reason = Some("x".repeat(5000))).contains("4096"));
+    // The JSON Patch tests the object and escapes the key.
+    let patch = serde_json::to_value(alfred::migration::request_patch(
+        "uid-1", "42", false, UUID, &text,
+    ))
+    .unwrap();
+    assert_eq!(
+        patch,
+        json!([
+            {"op": "test", "path": "/metadata/uid", "value": "uid-1"},
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+            {"op": "add", "path": "/metadata/annotations", "value": {}},
+            {"op": "add", "path": format!("/metadata/annotations/ome.io~1migration-request-v1-{UUID}"), "value": text},
+        ])
+    );
+    // A node whose name breaks the contract makes the move's request invalid.
+    let w = World::new()
+        .node("GPU_1", 8)
+        .node("n2", 8)
+        .omenative("team", "a", &[("GPU_1", 4)])
+        .unhealthy("GPU_1");
+    assert_eq!(recheck(&w, &w).unwrap_err(), DispatchReason::InvalidRequest);
+}

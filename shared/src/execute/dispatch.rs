@@ -42,6 +42,7 @@ pub enum DispatchReason {
     PredictedTargetUnsafe,
     TargetCooldown,
     JournalPayloadInvalid,
+    InvalidRequest,
     OwnerChanged,
     SubmissionPrepared,
     RequestSubmitted,
@@ -69,6 +70,7 @@ impl DispatchReason {
             Self::PredictedTargetUnsafe => "PredictedTargetUnsafe",
             Self::TargetCooldown => "TargetCooldown",
             Self::JournalPayloadInvalid => "JournalPayloadInvalid",
+            Self::InvalidRequest => "InvalidRequest",
             Self::OwnerChanged => "OwnerChanged",
             Self::SubmissionPrepared => "SubmissionPrepared",
             Self::RequestSubmitted => "RequestSubmitted",
@@ -527,7 +529,7 @@ pub fn preflight(
     };
     let payload = migration::payload(&request);
     if let Err(why) = migration::validate_request(&request, &payload) {
-        return Err(Withhold::new(DispatchReason::SourceUnsupported, why));
+        return Err(Withhold::new(DispatchReason::InvalidRequest, why));
     }
     let isvc = &workload.isvc.metadata;
     Ok(Prepared {
