@@ -65,14 +65,8 @@ pub async fn run(command: &RolloutCommand, global: &GlobalArgs) -> Result<()> {
             ));
         }
     };
-    let r = report(
-        &cluster,
-        &input.snapshot,
-        &target.workload,
-        Some(kind),
-        change,
-    )
-    .map_err(|e| anyhow!(e))?;
+    let ctx = alfred::decision::Context::new(&cluster, &input.snapshot, &input.config);
+    let r = report(&ctx, &target.workload, Some(kind), change).map_err(|e| anyhow!(e))?;
     if let Some(text) = render::structured(&r, global.output)? {
         return render::emit(&text);
     }
@@ -207,16 +201,23 @@ fn plan_text(r: &RolloutReport) -> Result<String> {
         None if !r.waves.is_empty() => writeln!(out, "Every Instance reaches the target.")?,
         None => {}
     }
-    if let Some((need, free)) = r.surge_gpus {
-        if need > free {
+    if let Some(surge) = &r.surge {
+        for (index, why) in &surge.pending {
             writeln!(
                 out,
-                "Surge: a wave needs up to {need} GPUs for extra pods, but only {free} are free where new pods can land: the new pods would stay Pending (free capacity, or use RecreatePod)"
+                "Surge: the extra pods of Instance {index} would stay Pending ({why}): free capacity, or use RecreatePod"
             )?;
-        } else if need > 0 {
+        }
+        if !surge.placed.is_empty() {
+            let landings: Vec<String> = surge
+                .placed
+                .iter()
+                .map(|(index, _, node)| format!("{index} -> {node}"))
+                .collect();
             writeln!(
                 out,
-                "Surge: a wave needs up to {need} GPUs for extra pods; {free} are free where new pods can land"
+                "Surge: the first wave's extra pods would land on (Instance -> node): {}",
+                landings.join(", ")
             )?;
         }
     }

@@ -5,10 +5,13 @@
 use serde::Serialize;
 
 use crate::api::component::ComponentKind;
-use crate::api::lifecycle::UpdateStrategyType;
 use crate::api::replica::{HoldGate, InstancePhase, InstanceStatus, RetryBlock, RolloutHold};
 use crate::cluster::Cluster;
-use crate::rollout::{Change, InstanceFacts, PassInput, PodFact, plan_pass, staged_message};
+use crate::decision::Context;
+use crate::rollout::{
+    Change, InstanceFacts, Mechanism, PassInput, PodFact, plan_pass, staged_message,
+};
+use crate::simulate;
 use crate::snapshot::Snapshot;
 use crate::strategy::{self, OperatorDefaults, ResolvedStrategy};
 
@@ -56,9 +59,8 @@ pub struct RolloutReport {
     pub refused: Vec<String>,
     /// Why the plan stops short of moving every Instance, if it does.
     pub stops: Option<String>,
-    /// For `SurgeThenDrain`: the most GPUs the extra pods of one wave need, and the GPUs free
-    /// where new pods can land in the component's pool.
-    pub surge_gpus: Option<(i64, i64)>,
+    /// For a surge: where the first wave's extra pods would land, by the scheduler simulation.
+    pub surge: Option<SurgeCheck>,
     pub hold: Option<RolloutHold>,
     pub advice: Option<String>,
     pub retry_blocks: Vec<RetryBlock>,
@@ -67,6 +69,18 @@ pub struct RolloutReport {
     /// The component's revisions (when the snapshot holds them): kept and pruned, oldest first.
     pub revisions_kept: Vec<String>,
     pub revisions_pruned: Vec<String>,
+}
+
+/// Whether the extra pods of the first wave find room now: each surging Instance's new pods
+/// are simulated in turn (like its current pods, the old ones still running), each reserving
+/// what it takes before the next.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SurgeCheck {
+    /// (Instance index, pod, predicted node) for the extra pods that fit.
+    pub placed: Vec<(i32, String, String)>,
+    /// (Instance index, why) for the Instances whose extra pods would stay Pending.
+    pub pending: Vec<(i32, String)>,
 }
 
 /// The operator defaults a snapshot implies: OME's ConfigMap when it holds one.
@@ -107,12 +121,12 @@ pub fn advice(gate: HoldGate, reason: &str) -> String {
 /// Builds the report for a workload's component. `change` plans a pod-template change not yet
 /// applied (every Instance moves to a new revision); None plans the rest of the current rollout.
 pub fn report(
-    cluster: &Cluster<'_>,
-    snapshot: &Snapshot,
+    ctx: &Context<'_, '_>,
     workload_key: &str,
     component: Option<ComponentKind>,
     change: Option<Change>,
 ) -> Result<RolloutReport, String> {
+    let (cluster, snapshot) = (ctx.cluster, ctx.snapshot);
     let w = cluster.workload(workload_key).ok_or_else(|| {
         format!("InferenceService {workload_key} is not in the cluster (give it as NAMESPACE/NAME)")
     })?;
@@ -217,11 +231,6 @@ pub fn report(
     let mut waves = Vec::new();
     let mut first = None;
     let mut stops = None;
-    let mut surge_need = 0i64;
-    let gpus_per_instance = c
-        .instances
-        .first()
-        .map_or(0, |&i| cluster.instances[i].gpus);
     for wave in 0..MAX_WAVES {
         let facts: Vec<InstanceFacts<'_>> = state
             .iter()
@@ -255,9 +264,6 @@ pub fn report(
             .map(|s| s.0)
             .chain(plan.continuing.iter().copied())
             .collect();
-        if matches!(resolved.type_.value, UpdateStrategyType::SurgeThenDrain) {
-            surge_need = surge_need.max(plan.starts.len() as i64 * gpus_per_instance);
-        }
         if plan.starts.is_empty() {
             stops = plan.hold.as_ref().map(|h| h.reason.clone());
             first.get_or_insert(plan);
@@ -294,19 +300,13 @@ pub fn report(
     if stops.is_none() && !first.refused.is_empty() {
         stops = Some("InPlaceOnly refuses a change beyond container images".into());
     }
-    let surge_gpus = (resolved.type_.value == UpdateStrategyType::SurgeThenDrain).then(|| {
-        let pool = c
-            .instances
-            .first()
-            .and_then(|&i| cluster.instances[i].pool.as_deref());
-        let free = cluster
-            .nodes
-            .iter()
-            .filter(|n| n.pool.as_deref() == pool && n.is_bin(false))
-            .map(|n| n.gpu_free)
-            .sum();
-        (surge_need, free)
-    });
+    let surge_starts: Vec<i32> = first
+        .starts
+        .iter()
+        .filter(|(_, m)| matches!(m, Mechanism::Surge { .. } | Mechanism::GangSurge))
+        .map(|(index, _)| *index)
+        .collect();
+    let surge = (!surge_starts.is_empty()).then(|| surge_check(ctx, ci, &surge_starts));
     let hold = status.and_then(|s| s.rollout_hold.clone());
     let limit = strategy::revision_history_limit(
         w.isvc
@@ -356,7 +356,7 @@ pub fn report(
         partition_held: first.partition_held.clone(),
         refused: first.refused.iter().map(|r| r.1.clone()).collect(),
         stops,
-        surge_gpus,
+        surge,
         advice: hold.as_ref().map(|h| advice(h.gate, &h.reason)),
         hold,
         retry_blocks: status.map(|s| s.retry_blocks.clone()).unwrap_or_default(),
@@ -399,4 +399,44 @@ fn instance_line(cluster: &Cluster<'_>, i: usize, pods_per_instance: u32) -> Ins
         ),
         nodes: inst.nodes.clone(),
     }
+}
+
+fn surge_check(ctx: &Context<'_, '_>, component: usize, starts: &[i32]) -> SurgeCheck {
+    let cluster = ctx.cluster;
+    let mut ledger = simulate::Ledger::new(cluster);
+    let mut check = SurgeCheck {
+        placed: Vec::new(),
+        pending: Vec::new(),
+    };
+    for &index in starts {
+        let Some(&i) = cluster.components[component]
+            .instances
+            .iter()
+            .find(|&&i| cluster.instances[i].index == index)
+        else {
+            continue;
+        };
+        let pods = simulate::instance_pods(cluster, i);
+        let outcome = simulate::simulate(ctx, &ledger, &pods, &[]);
+        if outcome.status != simulate::Status::Feasible {
+            check.pending.push((
+                index,
+                format!(
+                    "{:?}/{}: {}",
+                    outcome.status, outcome.reason, outcome.message
+                ),
+            ));
+            continue;
+        }
+        for (pod, placement) in pods.iter().zip(&outcome.placements) {
+            if let Some(n) = cluster.node_index(&placement.node) {
+                let request = ledger.requests_of(&pod.spec);
+                ledger.add(n, &request);
+            }
+            check
+                .placed
+                .push((index, placement.pod.clone(), placement.node.clone()));
+        }
+    }
+    check
 }

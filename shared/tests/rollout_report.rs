@@ -31,7 +31,8 @@ fn a_hold_cleared_by_updates_in_flight_is_not_a_stop() {
             .unwrap();
     let config = Config::default();
     let cluster = Cluster::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
-    let r = report(&cluster, &snapshot, "prod/chat", None, None).unwrap();
+    let ctx = alfred::decision::Context::new(&cluster, &snapshot, &config);
+    let r = report(&ctx, "prod/chat", None, None).unwrap();
     assert_eq!(r.in_flight, vec![0, 1]);
     assert_eq!(r.budget, Some(2));
     let waves: Vec<Vec<i32>> = r
@@ -45,4 +46,76 @@ fn a_hold_cleared_by_updates_in_flight_is_not_a_stop() {
         "2 and 3 start once 0 and 1 are through"
     );
     assert_eq!(r.stops, None);
+}
+
+#[test]
+fn a_surge_without_room_is_predicted_pending_by_the_simulator() {
+    let node = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}})
+    };
+    let pod = |i: i32, node: &str, gpus: i64| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("chat-engine-{i}-default-0"), "namespace": "prod",
+            "labels": {"ome.io/inferenceservice": "chat", "component": "engine", "ome.io/instance-index": i.to_string(), "ome.io/runner": "default"}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+        "status": {"phase": "Running"}})
+    };
+    let row = |index: i32| {
+        json!({"index": index, "phase": "Ready", "runningRevision": "chat-engine-aaaaaaaa",
+        "podCount": 1, "servingPodCount": 1, "activeOrdinal": 0})
+    };
+    let world = |spare: bool| {
+        let mut nodes = vec![node("n1"), node("n2")];
+        if spare {
+            nodes.push(node("n3"));
+        }
+        let items = json!([
+            nodes, pod(0, "n1", 6), pod(1, "n2", 6),
+            {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "chat", "namespace": "prod"},
+             "spec": {"deploymentMode": "OMENative", "engine": {"minReplicas": 2,
+                "lifecycle": {"updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 2}}}}}},
+            {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "metadata": {"name": "chat-engine", "namespace": "prod"},
+             "spec": {"component": "engine", "parentRef": {"name": "chat"}, "replicas": 2, "runners": [{"name": "default"}]},
+             "status": {"currentRevision": "chat-engine-aaaaaaaa", "updateRevision": "chat-engine-bbbbbbbb",
+                "instanceStatuses": [row(0), row(1)]}}
+        ]);
+        let mut flat: Vec<serde_json::Value> = items[0].as_array().unwrap().clone();
+        flat.extend(items.as_array().unwrap()[1..].iter().cloned());
+        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": flat}).to_string())
+            .unwrap()
+    };
+    let config = Config::default();
+    // n1 and n2 each have 2 GPUs free: neither 6-GPU surge pod fits.
+    let snapshot = world(false);
+    let cluster = Cluster::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
+    let ctx = alfred::decision::Context::new(&cluster, &snapshot, &config);
+    let r = report(&ctx, "prod/chat", None, None).unwrap();
+    let surge = r.surge.expect("a surge wave");
+    assert!(surge.placed.is_empty());
+    assert_eq!(surge.pending.len(), 2);
+    assert_eq!(surge.pending[0].0, 0);
+    assert!(
+        surge.pending[0]
+            .1
+            .contains("0/2 nodes are available: 2 Insufficient nvidia.com/gpu"),
+        "{:?}",
+        surge.pending
+    );
+    // An empty n3 takes the first surge pod; what it takes is gone for the second.
+    let snapshot = world(true);
+    let cluster = Cluster::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
+    let ctx = alfred::decision::Context::new(&cluster, &snapshot, &config);
+    let surge = report(&ctx, "prod/chat", None, None)
+        .unwrap()
+        .surge
+        .unwrap();
+    assert_eq!(
+        surge.placed,
+        vec![(0, "chat-engine-0-default-0".to_string(), "n3".to_string())]
+    );
+    assert_eq!(
+        surge.pending.iter().map(|p| p.0).collect::<Vec<_>>(),
+        vec![1]
+    );
 }
