@@ -448,6 +448,24 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
     if !plan.starts.is_empty() && rolled_not_serving.is_empty() {
         plan.hold = None;
     }
+    // Nothing left to start, but rolled Instances not serving keep the budget used up: the
+    // hold stands, without a projection.
+    if let Some(b) = budget.filter(|&b| {
+        plan.hold.is_none()
+            && plan.starts.is_empty()
+            && !rolled_not_serving.is_empty()
+            && plan.prior >= b
+    }) {
+        plan.hold = Some(Hold {
+            gate: HoldGate::Budget,
+            reason: format!(
+                "per-Component {} budget {b} exhausted{}",
+                arm.as_str(),
+                not_serving_clause(input.target, &rolled_not_serving)
+            ),
+            target: Some(input.target.to_string()),
+        });
+    }
     // Under SurgeThenDrain, more rolled Instances not serving than maxUnavailable allows keep
     // every surge source in rotation; a withheld drain is always reported.
     let floor = crate::strategy::scale_budget(

@@ -627,6 +627,28 @@ mod mid_surge {
 }
 
 #[test]
+fn a_standing_hold_when_rolled_instances_not_serving_use_up_the_budget() {
+    // Every Instance is on the target; Instance 2 is not serving and holds the only slot.
+    let rows = vec![
+        row(0, NEW),
+        row(1, NEW),
+        with(row(2, NEW), json!({"servingPodCount": 0})),
+    ];
+    let s = strategy(json!({"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 1}}));
+    let p = pass(facts(&rows), &s, None, &[]);
+    assert!(p.starts.is_empty());
+    assert_eq!(
+        p.hold.unwrap().reason,
+        format!(
+            "per-Component unavailability budget 1 exhausted; Instance(s) 2 on revision {NEW} not serving"
+        )
+    );
+    // With room left, nothing holds.
+    let s = strategy(json!({"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 2}}));
+    assert_eq!(pass(facts(&rows), &s, None, &[]).hold, None);
+}
+
+#[test]
 fn a_surge_source_stays_in_rotation_below_the_floor() {
     // Two rolled Instances not serving exceed maxUnavailable 1: Instance 2's surge may not drain.
     let rows = vec![
