@@ -524,6 +524,7 @@ struct Standing {
     journal: Journal,
     breaker: Breaker,
     plan: dispatch::Plan,
+    caps: alfred::execute::arbiter::Caps,
     config: Config,
     now: Timestamp,
 }
@@ -537,6 +538,8 @@ async fn standing(global: &GlobalArgs) -> Result<(KubeStore, Standing)> {
     let plan = dispatch::plan(&ctx, doc.state.as_deref(), doc.breaker.as_deref());
     let state = plan.journal.as_ref().map_err(|e| anyhow!("{e}"))?;
     let (journal, breaker) = (state.journal.clone(), state.breaker.clone());
+    let ledger = alfred::execute::arbiter::Ledger::from_journal(&journal, &ctx);
+    let caps = alfred::execute::arbiter::caps(&ctx, &ledger);
     drop(ctx);
     drop(cluster);
     store.first = Some((snapshot, now));
@@ -546,6 +549,7 @@ async fn standing(global: &GlobalArgs) -> Result<(KubeStore, Standing)> {
             journal,
             breaker,
             plan,
+            caps,
             config,
             now,
         },
@@ -707,6 +711,8 @@ struct StatusOutput {
     backoff_until: Option<Timestamp>,
     in_flight: usize,
     max_in_flight: i64,
+    last_hour: usize,
+    max_per_hour: i64,
     unresolved: Vec<alfred::decision::Row>,
     #[serde(skip_serializing_if = "Option::is_none")]
     withheld: Option<Reasoned>,
@@ -721,8 +727,10 @@ pub async fn run_status(global: &GlobalArgs) -> Result<()> {
         breaker_open_until: s.breaker.open(s.now),
         recent_outcomes: s.breaker.outcomes.clone(),
         backoff_until: s.journal.backoff_until.filter(|&b| s.now < b),
-        in_flight: s.journal.unresolved().count(),
+        in_flight: s.caps.in_flight,
         max_in_flight: s.config.max_in_flight_migrations,
+        last_hour: s.caps.last_hour,
+        max_per_hour: s.config.max_migrations_per_hour,
         unresolved: s.journal.unresolved().map(dispatch::journal_row).collect(),
         withheld: s.plan.withheld.as_ref().map(|w| Reasoned {
             reason: w.reason.as_str().into(),
@@ -757,8 +765,13 @@ pub async fn run_status(global: &GlobalArgs) -> Result<()> {
     }
     writeln!(
         text,
-        "Alfred's requests unresolved: {} (maxInFlightMigrations {} counts everyone's)",
-        out.in_flight, out.max_in_flight
+        "Migrations:       {} in flight of maxInFlightMigrations {}; {} in the last hour of maxMigrationsPerHour {} (everyone's)",
+        out.in_flight, out.max_in_flight, out.last_hour, out.max_per_hour
+    )?;
+    writeln!(
+        text,
+        "Alfred's unresolved requests: {}",
+        out.unresolved.len()
     )?;
     for r in &out.unresolved {
         writeln!(

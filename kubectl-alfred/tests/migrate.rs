@@ -105,7 +105,11 @@ fn the_journal_in_the_snapshot_holds_the_pass_back() {
     );
     let (_, status, _) = alfred(&["status", "-f", &file, "--config", EXECUTE]);
     assert!(
-        status.contains("Alfred's requests unresolved: 1"),
+        status.contains("Alfred's unresolved requests: 1"),
+        "{status}"
+    );
+    assert!(
+        status.contains("1 in flight of maxInFlightMigrations 3"),
         "{status}"
     );
 

@@ -847,6 +847,19 @@ fn maintenance_moves_wait_out_every_cooldown_to_its_boundary() {
         b(&with_migration(maintenance(), "b", 30), None),
         v("team/b/0", ok(&["n2"]))
     );
+    // Alfred's journal remembers an end OME no longer lists.
+    let ended = journal(vec![{
+        let mut e = entry(UUID, "completed", Some("TerminalStatusObserved"), 29);
+        e["workload"] = json!({"Namespace": "team", "Name": "b"});
+        e["fromNode"] = json!("n9");
+        e["targets"] = json!(["n8"]);
+        e["payload"] = json!(payload("n9", "Fragmentation"));
+        e
+    }]);
+    assert_eq!(
+        b(&maintenance(), Some(&ended)),
+        v("team/b/0", Err(Cooldown))
+    );
     // The annotation replaces the workload window; 0 means none.
     let w =
         with_migration(maintenance(), "b", 1).annotate("b", "alfred.ome.io/cooldown-minutes", "0");
@@ -1227,6 +1240,21 @@ fn the_fresh_read_must_still_support_the_move() {
     });
     assert_eq!(
         recheck(&w, &full).unwrap_err(),
+        Arbiter(ArbiterReason::InFlightCap)
+    );
+    // One is enough at dispatch: Alfred sends nothing while any request waits or runs, though
+    // the arbiter's cap of 3 still admits the move.
+    let one = w.clone().annotate(
+        "c",
+        &format!("ome.io/migration-request-v1-{UUID2}"),
+        &payload("n2", "Fragmentation"),
+    );
+    let admitted = one.with_ctx(EXEC, |ctx| {
+        dispatch::plan(ctx, None, None).admitted().count()
+    });
+    assert_eq!(admitted, 2);
+    assert_eq!(
+        recheck(&w, &one).unwrap_err(),
         Arbiter(ArbiterReason::InFlightCap)
     );
     // The policy keeps moves off preemptible n3, but the scheduler would pick it.

@@ -182,13 +182,16 @@ pub fn order(recommendations: &[Recommendation]) -> Vec<usize> {
     order
 }
 
-/// Counts everyone's migrations, as both caps need them.
-struct Caps {
-    in_flight: usize,
-    last_hour: usize,
+/// Everyone's migrations, as both caps count them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    /// Requested or in progress (anyone's), with Alfred's unresolved requests.
+    pub in_flight: usize,
+    /// Started in the last hour: Alfred's, or everyone's started and ended (the larger).
+    pub last_hour: usize,
 }
 
-fn caps(ctx: &Context<'_, '_>, ledger: &Ledger) -> Caps {
+pub fn caps(ctx: &Context<'_, '_>, ledger: &Ledger) -> Caps {
     let cluster = ctx.cluster;
     let now = ctx.now();
     let hour_ago = now
@@ -402,7 +405,16 @@ impl<'p, 'c, 's> Pass<'p, 'c, 's> {
         let floor = minutes(config.node_health.health_cooldown_floor_minutes);
         let workload_window = minutes(settings.cooldown_minutes);
         let mut cooldown_overridden = false;
-        if let Some(last) = settings.last_migration {
+        // The newest end OME reports, or that Alfred's journal recorded (OME trims its list).
+        let journaled = self
+            .inputs
+            .ledger
+            .dispatches
+            .iter()
+            .filter(|d| d.workload == row.workload)
+            .filter_map(|d| d.completed_at)
+            .max();
+        if let Some(last) = settings.last_migration.max(journaled) {
             let age = now.duration_since(last);
             let window = if health { floor } else { workload_window };
             if age < window {

@@ -430,6 +430,31 @@ pub fn preflight(
             ));
         }
     }
+    // One at a time: nothing while any request in the cluster waits or runs.
+    let ours_unresolved = fresh.journal.as_ref().map_or(0, |s| {
+        s.journal
+            .unresolved()
+            .filter(|e| Some(e.uuid.as_str()) != fresh.retry.as_deref())
+            .count()
+    });
+    if let Some(m) = cluster.migrations.first() {
+        return Err(Withhold::new(
+            DispatchReason::Arbiter(arbiter::ArbiterReason::InFlightCap),
+            format!(
+                "migration {} of {} is {}; Alfred sends one request at a time, when none is waiting or in progress",
+                m.uuid,
+                m.workload,
+                m.phase
+                    .map_or("waiting for OME".to_string(), |p| format!("{p:?}"))
+            ),
+        ));
+    }
+    if ours_unresolved > 0 {
+        return Err(Withhold::new(
+            DispatchReason::UnresolvedRequest,
+            "a request of Alfred's is unresolved",
+        ));
+    }
     let row = &rec.row;
     let Some(instance) = cluster.instance_of(&row.workload, row.component, row.instance) else {
         return Err(Withhold::new(
