@@ -408,6 +408,33 @@ fn two_runs_racing_send_one_request() {
     let j = journal(&cluster);
     assert_eq!(j["entries"].as_array().unwrap().len(), 1, "{j:#}");
     assert_eq!(j["entries"][0]["uuid"], on_objects[0].0.as_str());
+
+    // --watch repeats the pass every decisionLoopInterval until interrupted; each pass waits
+    // on the request above, and none sends another.
+    let path = cluster.dir.join("watch.yaml");
+    std::fs::write(
+        &path,
+        "schemaVersion: 1\nmode: execute\ndecisionLoopInterval: 1s\nmigration: {apiVersion: v1}\n",
+    )
+    .unwrap();
+    let watch = cluster.spawn_kubectl(&[
+        "alfred", "migrate", "--watch", "-o", "json", "--config", &path.display().to_string(),
+    ]);
+    thread::sleep(std::time::Duration::from_millis(3500));
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &watch.id().to_string()])
+        .status();
+    let out = watch.wait_with_output().unwrap();
+    let text = stdout(&out);
+    let passes: Vec<Value> = serde_json::Deserializer::from_str(&text)
+        .into_iter::<Value>()
+        .map(|v| v.unwrap())
+        .collect();
+    assert!(passes.len() >= 2, "{text}\n{}", stderr(&out));
+    assert!(passes.iter().all(|p| p["withheld"]["reason"] == "UnresolvedRequest"), "{text}");
+    let mut on_objects = requests(&cluster, "a");
+    on_objects.extend(requests(&cluster, "b"));
+    assert_eq!(on_objects.len(), 1);
 }
 
 #[test]
