@@ -483,6 +483,16 @@ pub fn preflight(
         &simulate::instance_pods(cluster, instance),
         &exclude,
     );
+    // No profile fits the pods (alfred-policies.md "Simulation"): the source is unsupported.
+    if matches!(outcome.status, Status::Unsupported | Status::Unavailable) {
+        return Err(Withhold::new(
+            DispatchReason::SourceUnsupported,
+            format!(
+                "simulation: {:?}/{}: {}",
+                outcome.status, outcome.reason, outcome.message
+            ),
+        ));
+    }
     if outcome.status != Status::Feasible {
         return Err(Withhold::new(
             DispatchReason::SimulationNotFeasible,
