@@ -1088,3 +1088,21 @@ fn rows_carry_their_simulation_up_to_the_budget() {
     }
     assert!(feasible >= 6);
 }
+
+#[test]
+fn a_move_no_profile_can_simulate_names_the_selection_failure() {
+    // c's pod asks for a scheduler Alfred has no profile for.
+    let w = two_nodes().edit("Pod", "c-engine-0-default-0", |p| {
+        p["spec"]["schedulerName"] = json!("volcano")
+    });
+    let d = w.decide(V1);
+    let c = defrag(&d, "team/c", 0);
+    assert_eq!(
+        c.row.advisory_reason,
+        Some(AdvisoryReason::ProfileNotConfigured)
+    );
+    assert!(c.detail.contains("cannot be simulated"), "{}", c.detail);
+    let row: Value = serde_json::to_value(&c.row).unwrap();
+    assert_eq!(row["advisoryReason"], "ProfileNotConfigured");
+    assert_eq!(row["scheduling"]["reason"], "ProfileNotConfigured");
+}

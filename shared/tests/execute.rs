@@ -1230,7 +1230,9 @@ fn the_fresh_read_must_still_support_the_move() {
     });
     assert_eq!(recheck(&w, &tainted).unwrap_err(), SimulationNotFeasible);
     // Pods of a scheduler no profile simulates: the source is unsupported.
-    let other = w.clone().edit("Pod", "b-engine-0-default-0", |p| p["spec"]["schedulerName"] = json!("volcano"));
+    let other = w.clone().edit("Pod", "b-engine-0-default-0", |p| {
+        p["spec"]["schedulerName"] = json!("volcano")
+    });
     assert_eq!(recheck(&w, &other).unwrap_err(), SourceUnsupported);
     // The arbiter of the fresh read refuses it.
     // Someone else's three requests on c fill every in-flight slot.

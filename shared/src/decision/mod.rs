@@ -99,6 +99,13 @@ pub enum AdvisoryReason {
     OMENativeStateIneligible,
     NonExecutableObservedFragmentation,
     SimulationRecommendOnly,
+    // Scheduler selection failed for the move's pods (alfred-reference.md §4).
+    NoTemplates,
+    MixedSchedulers,
+    TemplateBound,
+    ProfileNotConfigured,
+    GangUnsupported,
+    RecommendationTooLarge,
 }
 
 impl AdvisoryReason {
@@ -115,7 +122,27 @@ impl AdvisoryReason {
             Self::OMENativeStateIneligible => "OMENativeStateIneligible",
             Self::NonExecutableObservedFragmentation => "NonExecutableObservedFragmentation",
             Self::SimulationRecommendOnly => "SimulationRecommendOnly",
+            Self::NoTemplates => "NoTemplates",
+            Self::MixedSchedulers => "MixedSchedulers",
+            Self::TemplateBound => "TemplateBound",
+            Self::ProfileNotConfigured => "ProfileNotConfigured",
+            Self::GangUnsupported => "GangUnsupported",
+            Self::RecommendationTooLarge => "RecommendationTooLarge",
         }
+    }
+
+    /// The advisory reason of a scheduler-selection failure, by its scheduling reason.
+    pub fn of_selection(reason: &str) -> Option<AdvisoryReason> {
+        [
+            Self::NoTemplates,
+            Self::MixedSchedulers,
+            Self::TemplateBound,
+            Self::ProfileNotConfigured,
+            Self::GangUnsupported,
+            Self::RecommendationTooLarge,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == reason)
     }
 }
 
@@ -310,12 +337,26 @@ pub fn decide_with(ctx: &Context<'_, '_>) -> Decision {
     let mut decision = plan(ctx);
     simulation::attach(ctx, &mut decision.recommendations);
     for r in &mut decision.recommendations {
-        if r.row.advisory_reason.is_none() {
-            r.row.advisory_reason = Some(AdvisoryReason::SimulationRecommendOnly);
-            r.detail = format!(
-                "{} Alfred runs recommend-only, so the move is advice.",
-                r.detail
-            );
+        if r.row.advisory_reason.is_some() {
+            continue;
+        }
+        // A move whose pods no scheduler profile can simulate names why.
+        let selection = r
+            .simulation
+            .as_ref()
+            .and_then(|s| AdvisoryReason::of_selection(s.reason).map(|a| (a, s.message.clone())));
+        match selection {
+            Some((reason, message)) => {
+                r.row.advisory_reason = Some(reason);
+                r.detail = format!("{} Its pods cannot be simulated: {message}", r.detail);
+            }
+            None => {
+                r.row.advisory_reason = Some(AdvisoryReason::SimulationRecommendOnly);
+                r.detail = format!(
+                    "{} Alfred runs recommend-only, so the move is advice.",
+                    r.detail
+                );
+            }
         }
     }
     decision

@@ -418,7 +418,13 @@ fn two_runs_racing_send_one_request() {
     )
     .unwrap();
     let watch = cluster.spawn_kubectl(&[
-        "alfred", "migrate", "--watch", "-o", "json", "--config", &path.display().to_string(),
+        "alfred",
+        "migrate",
+        "--watch",
+        "-o",
+        "json",
+        "--config",
+        &path.display().to_string(),
     ]);
     thread::sleep(std::time::Duration::from_millis(3500));
     let _ = std::process::Command::new("kill")
@@ -431,7 +437,12 @@ fn two_runs_racing_send_one_request() {
         .map(|v| v.unwrap())
         .collect();
     assert!(passes.len() >= 2, "{text}\n{}", stderr(&out));
-    assert!(passes.iter().all(|p| p["withheld"]["reason"] == "UnresolvedRequest"), "{text}");
+    assert!(
+        passes
+            .iter()
+            .all(|p| p["withheld"]["reason"] == "UnresolvedRequest"),
+        "{text}"
+    );
     let mut on_objects = requests(&cluster, "a");
     on_objects.extend(requests(&cluster, "b"));
     assert_eq!(on_objects.len(), 1);
