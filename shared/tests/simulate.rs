@@ -644,6 +644,66 @@ fn topology_spread_skew_and_min_domains() {
 }
 
 #[test]
+fn topology_spread_match_label_keys_and_node_taints_policy() {
+    let constraint = |extra: Value| {
+        let mut c = json!({"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                           "labelSelector": {"matchLabels": {"app": "foo"}}});
+        merge(&mut c, extra);
+        c
+    };
+    let pod = |c: Value, labels: Value| {
+        labelled(
+            new_pod("p", 1, json!({"topologySpreadConstraints": [c]})),
+            labels,
+        )
+    };
+    // foo-0 and foo-1 (zone A) run revision r1, foo-2 (zone B) r2.
+    let mut items = zones();
+    for item in items.iter_mut().filter(|i| i["kind"] == "Pod") {
+        let rev = if item["metadata"]["name"] == "foo-2" {
+            "r2"
+        } else {
+            "r1"
+        };
+        item["metadata"]["labels"]["rev"] = json!(rev);
+    }
+    let r2 = json!({"app": "foo", "rev": "r2"});
+    // Counting every foo pod, zone A (2) is full against zone B (1).
+    let o = run(
+        items.clone(),
+        "",
+        &[pod(constraint(json!({})), r2.clone())],
+        &[],
+    );
+    assert!(["n3", "n4"].contains(&placed(&o)[0]), "{o:?}");
+    // Counting only pods of its own revision, zone B (1) is full against zone A (0).
+    let keyed = pod(constraint(json!({"matchLabelKeys": ["rev"]})), r2);
+    let o = run(items, "", &[keyed], &[]);
+    assert!(["n1", "n2"].contains(&placed(&o)[0]), "{o:?}");
+
+    // A tainted zone C without foo pods: counted, it keeps the minimum at 0 and nothing fits.
+    let mut items = zones();
+    items.push(node(
+        "n5",
+        8,
+        json!({"metadata": {"labels": {"zone": "C"}},
+        "spec": {"taints": [{"key": "reserved", "effect": "NoSchedule"}]}}),
+    ));
+    let foo = json!({"app": "foo"});
+    let o = run(
+        items.clone(),
+        "",
+        &[pod(constraint(json!({})), foo.clone())],
+        &[],
+    );
+    assert_eq!(o.status, Status::Infeasible, "{o:?}");
+    // With nodeTaintsPolicy Honor, the zone the pod cannot use does not count.
+    let honor = pod(constraint(json!({"nodeTaintsPolicy": "Honor"})), foo);
+    let o = run(items, "", &[honor], &[]);
+    assert!(["n3", "n4"].contains(&placed(&o)[0]), "{o:?}");
+}
+
+#[test]
 fn inter_pod_affinity_both_ways_and_within_a_gang() {
     let term = |app: &str, key: &str| json!({"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key});
     let anti = |app: &str| json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(app, "kubernetes.io/hostname")]}}});

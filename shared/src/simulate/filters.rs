@@ -79,6 +79,14 @@ pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
     }
 }
 
+/// The first NoSchedule or NoExecute taint the pod does not tolerate.
+pub fn untolerated_taint<'t>(spec: &PodSpec, taints: &'t [Taint]) -> Option<&'t Taint> {
+    taints.iter().find(|t| {
+        (t.effect == "NoSchedule" || t.effect == "NoExecute")
+            && !spec.tolerations.iter().any(|tol| tolerates(tol, t))
+    })
+}
+
 /// NodeAffinity: the pod's node selector and its required node affinity terms.
 pub fn node_affinity_matches(spec: &PodSpec, node: &NodeView<'_>) -> bool {
     spec.node_selector
@@ -125,10 +133,7 @@ fn before_fit(ctx: &Context<'_, '_>, pod: &NewPod, n: usize) -> Result<(), Rejec
         return Err(Rejection::NodeName);
     }
     // TaintToleration: NoSchedule and NoExecute taints must be tolerated.
-    if let Some(t) = taints.iter().find(|t| {
-        (t.effect == "NoSchedule" || t.effect == "NoExecute")
-            && !spec.tolerations.iter().any(|tol| tolerates(tol, t))
-    }) {
+    if let Some(t) = untolerated_taint(spec, taints) {
         return Err(Rejection::Taint {
             key: t.key.clone(),
             value: t.value.clone().unwrap_or_default(),

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::PodAffinityTerm;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::NewPod;
-use super::filters::{Rejection, node_affinity_matches};
+use super::filters::{Rejection, node_affinity_matches, untolerated_taint};
 use crate::api::core::FlatMap;
 use crate::decision::Context;
 
@@ -99,19 +99,32 @@ impl Topology {
             .iter()
             .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
             .map(|c| {
-                // nodeAffinityPolicy Honor (the default): only nodes the pod could use count.
-                let honor = c.node_affinity_policy.as_deref() != Some("Ignore");
+                // nodeAffinityPolicy Honor (the default): only nodes the pod could use count;
+                // nodeTaintsPolicy Honor (not the default): only nodes whose taints it tolerates.
+                let honor_affinity = c.node_affinity_policy.as_deref() != Some("Ignore");
+                let honor_taints = c.node_taints_policy.as_deref() == Some("Honor");
                 let mut counts: HashMap<String, i64> = HashMap::new();
                 for n in 0..cluster.nodes.len() {
                     if let Some(v) = value(n, &c.topology_key)
-                        && (!honor || node_selected(n))
+                        && (!honor_affinity || node_selected(n))
+                        && (!honor_taints
+                            || untolerated_taint(spec, &cluster.nodes[n].node.spec.taints)
+                                .is_none())
                     {
                         counts.entry(v).or_insert(0);
                     }
                 }
+                // matchLabelKeys: only pods with the pod's own values for these keys count.
+                let same_keys = |labels: &FlatMap<String>| {
+                    c.match_label_keys
+                        .iter()
+                        .flatten()
+                        .all(|k| pod.labels.get(k).is_none_or(|v| labels.get(k) == Some(v)))
+                };
                 for p in others {
                     if p.namespace == pod.namespace
                         && selects(c.label_selector.as_ref(), p.labels)
+                        && same_keys(p.labels)
                         && let Some(v) = value(p.node, &c.topology_key)
                         && let Some(count) = counts.get_mut(&v)
                     {
