@@ -704,6 +704,52 @@ fn topology_spread_match_label_keys_and_node_taints_policy() {
 }
 
 #[test]
+fn preferred_pod_affinity_and_soft_spread_decide_among_feasible_nodes() {
+    let pod = |extra: Value| labelled(new_pod("p", 1, extra), json!({"app": "foo"}));
+    let weighted = |kind: &str, app: &str, key: &str, weight: i32| {
+        json!({"affinity": {kind: {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": weight, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}}]}}})
+    };
+    // Every node scores the same on resources: the lowest name wins.
+    assert_eq!(
+        placed(&run(zones(), "", &[pod(json!({}))], &[])),
+        vec!["n1"]
+    );
+    // Away from the zone with more foo pods.
+    let o = run(
+        zones(),
+        "",
+        &[pod(weighted("podAntiAffinity", "foo", "zone", 50))],
+        &[],
+    );
+    assert_eq!(placed(&o), vec!["n3"]);
+    // Toward the node running a bar pod.
+    let mut items = zones();
+    items.push(running_labelled(
+        "bar",
+        "n4",
+        json!({"app": "bar"}),
+        json!({}),
+    ));
+    let o = run(
+        items,
+        "",
+        &[pod(weighted(
+            "podAffinity",
+            "bar",
+            "kubernetes.io/hostname",
+            10,
+        ))],
+        &[],
+    );
+    assert_eq!(placed(&o), vec!["n4"]);
+    // A ScheduleAnyway spread prefers the zone with fewer foo pods.
+    let soft = json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+        "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "foo"}}}]});
+    assert_eq!(placed(&run(zones(), "", &[pod(soft)], &[])), vec!["n3"]);
+}
+
+#[test]
 fn inter_pod_affinity_both_ways_and_within_a_gang() {
     let term = |app: &str, key: &str| json!({"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key});
     let anti = |app: &str| json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(app, "kubernetes.io/hostname")]}}});

@@ -247,7 +247,7 @@ pub fn simulate(
             }
         };
         let fixed = &fixed[set].1;
-        let mut best: Option<(i64, usize)> = None;
+        let mut feasible: Vec<(usize, i64, topology::RawScores)> = Vec::new();
         for (n, f) in fixed.iter().enumerate() {
             if exclude.contains(&n)
                 || !f.passes()
@@ -257,12 +257,14 @@ pub fn simulate(
                 continue;
             }
             let score = filters::score(ctx, &ledger, &pod.spec, &request, n, profile.scoring);
-            // Highest score; the lowest node name breaks ties (nodes are by name).
-            if best.is_none_or(|(s, _)| score > s) {
-                best = Some((score, n));
-            }
+            let raw = topology
+                .as_ref()
+                .map(|t| t.raw_scores(ctx, n))
+                .unwrap_or_default();
+            feasible.push((n, score, raw));
         }
-        let Some((_, n)) = best else {
+        let best = pick(&feasible);
+        let Some(n) = best else {
             let check =
                 |n: usize| filters::check(ctx, &fixed[n], topology.as_ref(), &ledger, &request, n);
             return infeasible(ctx, pod, exclude, profile, check);
@@ -293,6 +295,38 @@ pub fn simulate(
         message: String::new(),
         rejections: BTreeMap::new(),
     }
+}
+
+/// The highest-scoring feasible node: each node's own score plus InterPodAffinity and
+/// PodTopologySpread (weight 2 each), normalized over the feasible nodes as kube-scheduler
+/// does; the lowest node name breaks ties (nodes are by name).
+fn pick(feasible: &[(usize, i64, topology::RawScores)]) -> Option<usize> {
+    let bounds = |values: &mut dyn Iterator<Item = f64>| {
+        values.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+    };
+    let (aff_min, aff_max) = bounds(&mut feasible.iter().map(|f| f.2.affinity));
+    let (spread_min, spread_max) = bounds(&mut feasible.iter().filter_map(|f| f.2.spread));
+    let total = |&(_, score, raw): &(usize, i64, topology::RawScores)| -> f64 {
+        let affinity = if aff_max > aff_min {
+            100.0 * (raw.affinity - aff_min) / (aff_max - aff_min)
+        } else {
+            0.0
+        };
+        let spread = match raw.spread {
+            Some(_) if spread_max <= 0.0 => 100.0,
+            Some(s) => 100.0 * (spread_max + spread_min - s) / spread_max,
+            None => 0.0,
+        };
+        score as f64 + 2.0 * affinity.floor() + 2.0 * spread.floor()
+    };
+    let mut best: Option<(f64, usize)> = None;
+    for f in feasible {
+        let t = total(f);
+        if best.is_none_or(|(b, _)| t > b) {
+            best = Some((t, f.0));
+        }
+    }
+    best.map(|(_, n)| n)
 }
 
 /// The nodes that pass every filter for one pod on the cluster as it is: the scheduler's

@@ -73,6 +73,15 @@ struct Affinity {
     first_of_group: bool,
 }
 
+/// A scoring term: its topology key, its weight, and the pods it counts per domain.
+struct Preference {
+    key: String,
+    weight: f64,
+    counts: HashMap<String, i64>,
+    /// Spread terms add `maxSkew - 1` to every count, as kube-scheduler does.
+    offset: i64,
+}
+
 /// What the pod's own constraints and the others' anti-affinity need, counted once.
 pub struct Topology {
     spread: Vec<Spread>,
@@ -80,6 +89,18 @@ pub struct Topology {
     anti_affinity: Vec<(String, HashSet<String>)>,
     /// Domains (key, value) where a pod whose anti-affinity selects this pod runs.
     repelled: Vec<(String, HashSet<String>)>,
+    /// Preferred pod affinity (positive weight) and anti-affinity (negative) terms.
+    preferred: Vec<Preference>,
+    /// `ScheduleAnyway` spread constraints, weighted by the log of their domain count.
+    soft_spread: Vec<Preference>,
+}
+
+/// A node's raw scores from the pod's preferences, to be normalized over the feasible nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RawScores {
+    pub affinity: f64,
+    /// None when the pod has no `ScheduleAnyway` constraint.
+    pub spread: Option<f64>,
 }
 
 impl Topology {
@@ -202,20 +223,108 @@ impl Topology {
                 }
             }
         }
+        let count_in_domains = |selects_pod: &dyn Fn(&Placed<'_>) -> bool, key: &str| {
+            let mut counts: HashMap<String, i64> = HashMap::new();
+            for p in others.iter().filter(|p| selects_pod(p)) {
+                if let Some(v) = value(p.node, key) {
+                    *counts.entry(v).or_insert(0) += 1;
+                }
+            }
+            counts
+        };
+        let weighted = |anti: bool| {
+            let a = spec.affinity.as_ref();
+            let terms = if anti {
+                a.and_then(|a| a.pod_anti_affinity.as_ref()).and_then(|a| {
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .clone()
+                })
+            } else {
+                a.and_then(|a| a.pod_affinity.as_ref()).and_then(|a| {
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .clone()
+                })
+            };
+            terms.unwrap_or_default()
+        };
+        let preferred = [false, true]
+            .into_iter()
+            .flat_map(|anti| weighted(anti).into_iter().map(move |t| (anti, t)))
+            .map(|(anti, w)| {
+                let term = &w.pod_affinity_term;
+                let sign = if anti { -1.0 } else { 1.0 };
+                Preference {
+                    key: term.topology_key.clone(),
+                    weight: sign * f64::from(w.weight),
+                    counts: count_in_domains(
+                        &|p| term_selects(term, &pod.namespace, p),
+                        &term.topology_key,
+                    ),
+                    offset: 0,
+                }
+            })
+            .collect();
+        let soft_spread = spec
+            .topology_spread_constraints
+            .iter()
+            .filter(|c| c.when_unsatisfiable == "ScheduleAnyway")
+            .map(|c| {
+                let domains: HashSet<String> = (0..cluster.nodes.len())
+                    .filter(|&n| node_selected(n))
+                    .filter_map(|n| value(n, &c.topology_key))
+                    .collect();
+                Preference {
+                    key: c.topology_key.clone(),
+                    weight: ((domains.len() + 2) as f64).ln(),
+                    counts: count_in_domains(
+                        &|p| {
+                            p.namespace == pod.namespace
+                                && selects(c.label_selector.as_ref(), p.labels)
+                        },
+                        &c.topology_key,
+                    ),
+                    offset: i64::from(c.max_skew) - 1,
+                }
+            })
+            .collect();
         Topology {
             spread,
             affinity,
             anti_affinity,
             repelled,
+            preferred,
+            soft_spread,
         }
     }
 
-    /// True when nothing here can reject a node.
+    /// The node's raw InterPodAffinity and PodTopologySpread scores (kube-scheduler's, before
+    /// normalization): matching pods in its domains times each term's weight.
+    pub fn raw_scores(&self, ctx: &Context<'_, '_>, n: usize) -> RawScores {
+        let node = &ctx.cluster.nodes[n];
+        let sum = |terms: &[Preference]| -> f64 {
+            terms
+                .iter()
+                .filter_map(|t| {
+                    let v = node.label(&t.key)?;
+                    let count = t.counts.get(v).copied().unwrap_or(0) + t.offset;
+                    Some(count as f64 * t.weight)
+                })
+                .sum()
+        };
+        RawScores {
+            affinity: sum(&self.preferred),
+            spread: (!self.soft_spread.is_empty()).then(|| sum(&self.soft_spread)),
+        }
+    }
+
+    /// True when nothing here can reject or score a node.
     pub fn is_empty(&self) -> bool {
         self.spread.is_empty()
             && self.affinity.is_empty()
             && self.anti_affinity.is_empty()
             && self.repelled.is_empty()
+            && self.preferred.is_empty()
+            && self.soft_spread.is_empty()
     }
 
     /// PodTopologySpread then InterPodAffinity on one node.
