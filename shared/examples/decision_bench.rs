@@ -70,6 +70,19 @@ fn main() {
         times[times.len() - 1],
         times.len()
     );
+    // What simulation adds to a pass: its ledger and up to 8 simulated rows, best first.
+    let ctx = Context::new(&cluster, &snapshot, &config);
+    let planned = alfred::decision::plan(&ctx).recommendations;
+    let mut attach = Vec::new();
+    for _ in 0..runs() {
+        let mut rows = planned.clone();
+        let start = Instant::now();
+        alfred::decision::simulate_rows(&ctx, &mut rows);
+        attach.push(start.elapsed().as_secs_f64() * 1e3);
+        let simulated = rows.iter().filter(|r| r.simulation.is_some()).count();
+        assert!(simulated > 0, "the pass simulates its best rows");
+    }
+    drop(ctx);
     // Simulation: one Ledger (what a pass builds once) and an 8-pod gang on the whole cluster.
     let gang_config = Config::parse(
         "schemaVersion: 1\nscheduling: {profiles: {default-scheduler: {backend: b, schedulerVersion: v, configurationID: c, gangScheduling: true}}}\n",
@@ -94,6 +107,7 @@ fn main() {
         assert_eq!(outcome.placements.len(), 8, "{}", outcome.message);
     }
     for (what, times) in [
+        ("simulation in a pass (ledger + 8 rows)", &mut attach),
         ("ledger (once a pass)", &mut ledgers),
         ("8-pod gang simulation", &mut gangs),
     ] {

@@ -289,10 +289,26 @@ fn volumes_bound_to_a_node_pin_the_pod() {
         )),
         vec!["b"]
     );
-    let o = run(items, "", &[new_pod("p", 1, claim)], &["b"]);
+    let o = run(items.clone(), "", &[new_pod("p", 1, claim)], &["b"]);
     assert_eq!(
         o.message,
         "pod p: 0/2 nodes are available: 1 node(s) had volume node affinity conflict, 1 node(s) were excluded from the simulation."
+    );
+    // A claim not bound yet (or missing) would be bound by the scheduler: not simulated.
+    let mut unbound = items;
+    unbound[2]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("volumeName");
+    let claim = json!({"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]});
+    let o = run(unbound, "", &[new_pod("p", 1, claim)], &[]);
+    assert_eq!(
+        (o.status, o.reason),
+        (Status::Unsupported, "InputUnsupported")
+    );
+    assert_eq!(
+        o.message,
+        "pod p uses claim data, which is not bound to a volume; binding claims (WaitForFirstConsumer) is not simulated"
     );
 }
 

@@ -25,6 +25,7 @@ pub use context::{Context, WorkloadSettings};
 pub use defrag::window_open;
 pub use nodehealth::{NodeRecord, node_record_key};
 pub use score::PoolScore;
+pub use simulation::attach as simulate_rows;
 
 use crate::api::component::ComponentKind;
 use crate::cluster::Cluster;

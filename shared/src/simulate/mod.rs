@@ -197,6 +197,25 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<O
     Ok(profile)
 }
 
+/// A claim whose placement depends on binding, which the simulator does not do: one not yet
+/// bound to a volume (`WaitForFirstConsumer`), or missing.
+fn unsupported_volume(ctx: &Context<'_, '_>, pod: &NewPod) -> Option<String> {
+    pod.spec.volumes.iter().find_map(|v| {
+        let claim = &v.persistent_volume_claim.as_ref()?.claim_name;
+        let bound = ctx
+            .snapshot
+            .claim(&pod.namespace, claim)
+            .and_then(|c| c.spec.as_ref()?.volume_name.as_deref())
+            .is_some_and(|name| !name.is_empty());
+        (!bound).then(|| {
+            format!(
+                "pod {} uses claim {claim}, which is not bound to a volume; binding claims (WaitForFirstConsumer) is not simulated",
+                pod.name
+            )
+        })
+    })
+}
+
 /// Places the pods, all or nothing, on nodes other than `exclude` (by index).
 pub fn simulate(
     ctx: &Context<'_, '_>,
@@ -208,6 +227,12 @@ pub fn simulate(
         Ok(p) => p,
         Err(outcome) => return *outcome,
     };
+    if let Some(why) = pods.iter().find_map(|p| unsupported_volume(ctx, p)) {
+        return Outcome {
+            profile: Some(profile),
+            ..Outcome::refused(Status::Unsupported, "InputUnsupported", why)
+        };
+    }
     let cluster: &Cluster<'_> = ctx.cluster;
     let mut ledger = ledger.clone();
     let mut placements = Vec::new();
