@@ -456,13 +456,15 @@ fn render_report(report: &run::Report, output: Output) -> Result<String> {
                 } else {
                     r.outcome.as_str().into()
                 },
-                or_dash(&why),
-                or_dash(&r.from_node),
-                or_dash(&r.target),
+                render::or_dash(&why),
+                render::or_dash(&r.from_node),
+                render::or_dash(&r.target),
             ];
             if output == Output::Wide {
                 line.push(format!("{:.3}", r.score));
-                line.push(or_dash(r.request_uuid.as_deref().unwrap_or_default()));
+                line.push(render::or_dash(
+                    r.request_uuid.as_deref().unwrap_or_default(),
+                ));
             }
             line
         })
@@ -510,10 +512,6 @@ fn render_report(report: &run::Report, output: Output) -> Result<String> {
         None => {}
     }
     Ok(text)
-}
-
-fn or_dash(s: &str) -> String {
-    if s.is_empty() { "-".into() } else { s.into() }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -577,9 +575,9 @@ pub async fn run_journal(command: &JournalCommand, global: &GlobalArgs) -> Resul
                         e.component.to_string(),
                         e.instance.to_string(),
                         e.from_node.clone(),
-                        or_dash(&e.targets.join(",")),
+                        render::or_dash(&e.targets.join(",")),
                         e.phase.as_str().into(),
-                        or_dash(e.reason_str()),
+                        render::or_dash(e.reason_str()),
                         e.created_at.to_string(),
                     ]
                 })

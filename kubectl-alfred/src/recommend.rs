@@ -293,8 +293,8 @@ fn rows_table(
                     .or(r.row.dispatch_reason.as_deref())
                     .unwrap_or("-")
                     .into(),
-                or_dash(&r.row.from_node),
-                or_dash(&r.row.hint_targets.join(",")),
+                render::or_dash(&r.row.from_node),
+                render::or_dash(&r.row.hint_targets.join(",")),
                 format!("{:.3}", r.row.score),
                 if r.row.emergency { "yes" } else { "" }.into(),
             ]
@@ -393,14 +393,6 @@ fn row_ranges(rows: &[usize]) -> String {
     format!("{label} {}", parts.join(", "))
 }
 
-fn or_dash(s: &str) -> String {
-    if s.is_empty() {
-        "-".into()
-    } else {
-        s.to_string()
-    }
-}
-
 fn nodes_table(d: &Decision, out: &mut String) -> Result<()> {
     let lines: Vec<Vec<String>> = d
         .nodes
@@ -412,14 +404,14 @@ fn nodes_table(d: &Decision, out: &mut String) -> Result<()> {
                     Some(t) => format!("{} until {t}", r.state),
                     None => r.state.clone(),
                 },
-                or_dash(&r.maintenance.triggers.join(",")),
+                render::or_dash(&r.maintenance.triggers.join(",")),
                 if r.ome_gpu_occupants_present {
                     "yes"
                 } else {
                     "no"
                 }
                 .into(),
-                or_dash(&r.workloads.join(",")),
+                render::or_dash(&r.workloads.join(",")),
             ]
         })
         .collect();

@@ -22,6 +22,15 @@ pub fn emit(text: &str) -> Result<()> {
     }
 }
 
+/// A table cell: the text, or `-` when there is none.
+pub fn or_dash(s: &str) -> String {
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s.to_string()
+    }
+}
+
 /// JSON or YAML for scripts; None for the table formats.
 pub fn structured<T: Serialize>(value: &T, output: Output) -> Result<Option<String>> {
     Ok(match output {

@@ -118,11 +118,6 @@ pub async fn run_pass<S: Store>(
     ))
 }
 
-/// The journal's JSON after reconciling or appending, ready to save.
-fn serialize(journal: &Journal, breaker: &super::breaker::Breaker) -> (String, String) {
-    (journal.to_json(), breaker.to_json())
-}
-
 /// One try; `None` when another writer got in first and the pass must start over.
 async fn attempt<S: Store>(
     store: &mut S,
@@ -151,12 +146,11 @@ async fn attempt<S: Store>(
         return Ok(Some(report));
     };
     let (mut journal, breaker) = (state.journal.clone(), state.breaker.clone());
-    if !state.transitions.is_empty() && !options.dry_run {
-        let (s, b) = serialize(&journal, &breaker);
-        match store.write_journal(&doc.version, &s, &b).await? {
-            Some(version) => doc.version = version,
-            None => return Ok(None),
-        }
+    if !state.transitions.is_empty()
+        && !options.dry_run
+        && !save(store, &journal, &breaker, &mut doc.version).await?
+    {
+        return Ok(None);
     }
     if report.withheld.is_some() {
         return Ok(Some(report));
@@ -376,8 +370,10 @@ async fn save<S: Store>(
     breaker: &super::breaker::Breaker,
     version: &mut String,
 ) -> Result<bool, String> {
-    let (s, b) = serialize(journal, breaker);
-    Ok(match store.write_journal(version, &s, &b).await? {
+    let written = store
+        .write_journal(version, &journal.to_json(), &breaker.to_json())
+        .await?;
+    Ok(match written {
         Some(v) => {
             *version = v;
             true
