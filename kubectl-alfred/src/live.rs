@@ -139,6 +139,10 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
             )
         })
         .collect();
+    let discovery = {
+        let client = client.clone();
+        tokio::spawn(async move { pod_group_resources(&client).await })
+    };
     let mut snapshot = Snapshot::default();
     let mut document = 0;
     for fetch in fetches {
@@ -153,8 +157,63 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
     snapshot.info = Some(SnapshotInfo {
         captured_at,
         source: args.context.clone(),
+        pod_group_resources: discovery.await.ok().flatten(),
     });
     Ok(snapshot)
+}
+
+/// The `podgroups` resources the cluster serves, from one aggregated discovery request
+/// (allowed to every authenticated user); None when the server cannot say.
+async fn pod_group_resources(client: &Client) -> Option<Vec<String>> {
+    #[derive(Deserialize)]
+    struct List {
+        kind: String,
+        #[serde(default)]
+        items: Vec<Group>,
+    }
+    #[derive(Deserialize)]
+    struct Group {
+        metadata: GroupMeta,
+        #[serde(default)]
+        versions: Vec<Version>,
+    }
+    #[derive(Deserialize)]
+    struct GroupMeta {
+        name: String,
+    }
+    #[derive(Deserialize)]
+    struct Version {
+        #[serde(default)]
+        resources: Vec<Resource>,
+    }
+    #[derive(Deserialize)]
+    struct Resource {
+        resource: String,
+    }
+    let request = http::Request::get("/apis")
+        .header(
+            http::header::ACCEPT,
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
+        )
+        .body(Vec::new())
+        .ok()?;
+    let text = client.request_text(request).await.ok()?;
+    let list: List = serde_json::from_str(&text).ok()?;
+    if list.kind != "APIGroupDiscoveryList" {
+        return None;
+    }
+    let mut found: Vec<String> = list
+        .items
+        .iter()
+        .filter(|g| {
+            g.versions
+                .iter()
+                .any(|v| v.resources.iter().any(|r| r.resource == "podgroups"))
+        })
+        .map(|g| format!("podgroups.{}", g.metadata.name))
+        .collect();
+    found.sort();
+    Some(found)
 }
 
 /// Every page of one list, as the API server sent them.

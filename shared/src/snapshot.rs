@@ -60,6 +60,10 @@ pub struct SnapshotInfo {
     pub captured_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The PodGroup resources the cluster serves (`podgroups.<group>`), as discovery found
+    /// them; absent when not looked up (a hand-written file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_group_resources: Option<Vec<String>>,
 }
 
 /// What was wrong with a snapshot, and where.

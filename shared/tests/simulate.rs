@@ -341,6 +341,36 @@ fn gangs_are_all_or_nothing_and_need_a_gang_profile() {
         "{}",
         o.message
     );
+    // A live cluster without the PodGroup CRD cannot schedule the gang.
+    let read_live = |pod_groups: Value| {
+        let mut items = items.clone();
+        items.push(
+            json!({"apiVersion": "alfred.ome.io/v1alpha1", "kind": "SnapshotInfo",
+            "metadata": {"name": "snapshot"}, "capturedAt": NOW, "podGroupResources": pod_groups}),
+        );
+        items
+    };
+    let small = [
+        new_pod("leader", 4, json!({})),
+        new_pod("worker", 4, json!({})),
+    ];
+    let o = run(read_live(json!([])), gangs, &small, &[]);
+    assert_eq!(
+        (o.status, o.reason),
+        (Status::Unavailable, "SimulationUnavailable")
+    );
+    assert!(
+        o.message.contains("the PodGroup CRD is not installed"),
+        "{}",
+        o.message
+    );
+    let o = run(
+        read_live(json!(["podgroups.scheduling.x-k8s.io"])),
+        gangs,
+        &small,
+        &[],
+    );
+    assert_eq!(o.status, Status::Feasible);
     let small = [
         new_pod("leader", 4, json!({})),
         new_pod("worker", 4, json!({})),

@@ -227,6 +227,22 @@ pub fn simulate(
         Ok(p) => p,
         Err(outcome) => return *outcome,
     };
+    // A gang is scheduled with PodGroups: a live cluster without the CRD cannot run it.
+    let pod_groups = ctx
+        .snapshot
+        .info
+        .as_ref()
+        .and_then(|i| i.pod_group_resources.as_ref());
+    if pods.len() > 1 && pod_groups.is_some_and(Vec::is_empty) {
+        return Outcome {
+            profile: Some(profile),
+            ..Outcome::refused(
+                Status::Unavailable,
+                "SimulationUnavailable",
+                "the PodGroup CRD is not installed in this cluster (no podgroups resource in any API group): gangs cannot be scheduled or simulated; install your gang scheduler's PodGroup CRD".into(),
+            )
+        };
+    }
     if let Some(why) = pods.iter().find_map(|p| unsupported_volume(ctx, p)) {
         return Outcome {
             profile: Some(profile),
