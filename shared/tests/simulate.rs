@@ -887,3 +887,19 @@ fn inter_pod_affinity_both_ways_and_within_a_gang() {
     assert_eq!(o.status, Status::Infeasible);
     assert!(o.placements.is_empty());
 }
+
+#[test]
+fn running_pods_preferred_terms_draw_or_repel_the_new_pod() {
+    let term = |weight: i32| json!([{"weight": weight, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "new"}}, "topologyKey": "zone"}}]);
+    let new = || labelled(new_pod("p", 1, json!({})), json!({"app": "new"}));
+    // A pod in zone B prefers "new" pods near it.
+    let mut items = zones();
+    items.push(running_labelled("host", "n4", json!({"app": "host"}),
+        json!({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": term(50)}}})));
+    assert_eq!(placed(&run(items, "", &[new()], &[])), vec!["n3"]);
+    // A pod in zone A keeps them away, so zone B wins too (n1 would win on resources).
+    let mut items = zones();
+    items.push(running_labelled("loner", "n1", json!({"app": "loner"}),
+        json!({"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": term(50)}}})));
+    assert_eq!(placed(&run(items, "", &[new()], &[])), vec!["n3"]);
+}

@@ -263,15 +263,18 @@ pub fn simulate(
     let mut fixed: Vec<(usize, Vec<filters::Fixed>)> = Vec::new();
     // Pods other pods' spread and affinity count: the running ones, then this move's placed.
     let mut others: Option<Vec<topology::Placed<'_>>> = None;
-    // Anti-affinity anywhere, running or among this move's pods, can reject any pod.
-    let anti_anywhere = cluster
+    // Pod affinity terms anywhere, running or among this move's pods, can reject or score
+    // any pod.
+    let terms =
+        |namespace, labels, spec| topology::Placed::new(namespace, labels, 0, spec).has_terms();
+    let terms_anywhere = cluster
         .pods
         .iter()
-        .any(|p| !anti_affinity(&p.pod.spec).is_empty())
-        || pods.iter().any(|p| !anti_affinity(&p.spec).is_empty());
+        .any(|p| terms(p.namespace, &p.pod.metadata.labels, &p.pod.spec))
+        || pods.iter().any(|p| terms(&p.namespace, &p.labels, &p.spec));
     for (k, request) in order {
         let pod = &pods[k];
-        let topology = if anti_anywhere || has_topology(&pod.spec) {
+        let topology = if terms_anywhere || has_topology(&pod.spec) {
             let others = others.get_or_insert_with(|| running(ctx));
             Some(topology::Topology::new(ctx, pod, others)).filter(|t| !t.is_empty())
         } else {
@@ -312,12 +315,12 @@ pub fn simulate(
         };
         ledger.add(n, &request);
         if let Some(others) = others.as_mut() {
-            others.push(topology::Placed {
-                namespace: &pod.namespace,
-                labels: &pod.labels,
-                node: n,
-                anti_affinity: anti_affinity(&pod.spec),
-            });
+            others.push(topology::Placed::new(
+                &pod.namespace,
+                &pod.labels,
+                n,
+                &pod.spec,
+            ));
         }
         placements.push((
             k,
@@ -383,18 +386,6 @@ pub fn feasible_nodes(ctx: &Context<'_, '_>, ledger: &Ledger, pod: &NewPod) -> V
         .collect()
 }
 
-/// The pod's required anti-affinity terms.
-fn anti_affinity(spec: &PodSpec) -> &[k8s_openapi::api::core::v1::PodAffinityTerm] {
-    spec.affinity
-        .as_ref()
-        .and_then(|a| a.pod_anti_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_deref()
-        })
-        .unwrap_or_default()
-}
-
 /// Does the pod have spread constraints or pod (anti-)affinity of its own?
 fn has_topology(spec: &PodSpec) -> bool {
     !spec.topology_spread_constraints.is_empty()
@@ -412,12 +403,13 @@ fn running<'c>(ctx: &'c Context<'_, '_>) -> Vec<topology::Placed<'c>> {
         .iter()
         .filter(|p| !p.terminal && !p.terminating)
         .filter_map(|p| {
-            Some(topology::Placed {
-                namespace: p.namespace,
-                labels: &p.pod.metadata.labels,
-                node: cluster.node_index(p.node?)?,
-                anti_affinity: anti_affinity(&p.pod.spec),
-            })
+            let node = cluster.node_index(p.node?)?;
+            Some(topology::Placed::new(
+                p.namespace,
+                &p.pod.metadata.labels,
+                node,
+                &p.pod.spec,
+            ))
         })
         .collect()
 }

@@ -5,12 +5,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use k8s_openapi::api::core::v1::PodAffinityTerm;
+use k8s_openapi::api::core::v1::{PodAffinityTerm, WeightedPodAffinityTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::NewPod;
 use super::filters::{Rejection, node_affinity_matches, untolerated_taint};
-use crate::api::core::FlatMap;
+use crate::api::core::{FlatMap, PodSpec};
 use crate::decision::Context;
 
 /// A pod as these filters see it: namespace, labels, node, required anti-affinity terms.
@@ -19,6 +19,52 @@ pub struct Placed<'a> {
     pub labels: &'a FlatMap<String>,
     pub node: usize,
     pub anti_affinity: &'a [PodAffinityTerm],
+    /// Its preferred pod affinity and anti-affinity terms, which score a new pod's nodes.
+    pub preferred: &'a [WeightedPodAffinityTerm],
+    pub preferred_anti: &'a [WeightedPodAffinityTerm],
+}
+
+impl<'a> Placed<'a> {
+    pub fn new(
+        namespace: &'a str,
+        labels: &'a FlatMap<String>,
+        node: usize,
+        spec: &'a PodSpec,
+    ) -> Placed<'a> {
+        let affinity = spec.affinity.as_ref();
+        let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
+        let pod_anti = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
+        Placed {
+            namespace,
+            labels,
+            node,
+            anti_affinity: pod_anti
+                .and_then(|a| {
+                    a.required_during_scheduling_ignored_during_execution
+                        .as_deref()
+                })
+                .unwrap_or_default(),
+            preferred: pod_affinity
+                .and_then(|a| {
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .as_deref()
+                })
+                .unwrap_or_default(),
+            preferred_anti: pod_anti
+                .and_then(|a| {
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .as_deref()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Does it carry any pod affinity term (which can reject or score another pod)?
+    pub fn has_terms(&self) -> bool {
+        !(self.anti_affinity.is_empty()
+            && self.preferred.is_empty()
+            && self.preferred_anti.is_empty())
+    }
 }
 
 /// Does a label selector select these labels? A missing selector selects nothing; an empty one
@@ -113,6 +159,8 @@ impl Topology {
             labels: &pod.labels,
             node: usize::MAX,
             anti_affinity: &[],
+            preferred: &[],
+            preferred_anti: &[],
         };
         let node_selected = |n: usize| node_affinity_matches(spec, &cluster.nodes[n]);
         let spread = spec
@@ -247,7 +295,7 @@ impl Topology {
             };
             terms.unwrap_or_default()
         };
-        let preferred = [false, true]
+        let preferred: Vec<Preference> = [false, true]
             .into_iter()
             .flat_map(|anti| weighted(anti).into_iter().map(move |t| (anti, t)))
             .map(|(anti, w)| {
@@ -264,6 +312,39 @@ impl Topology {
                 }
             })
             .collect();
+        // The running pods' own preferred terms that select this pod: +weight (affinity) or
+        // -weight (anti-affinity) on the nodes of their domain, one term per topology key.
+        let mut theirs: Vec<Preference> = Vec::new();
+        for p in others {
+            let signed = p
+                .preferred
+                .iter()
+                .map(|w| (w, 1))
+                .chain(p.preferred_anti.iter().map(|w| (w, -1)));
+            for (w, sign) in signed {
+                let term = &w.pod_affinity_term;
+                let Some(v) = value(p.node, &term.topology_key) else {
+                    continue;
+                };
+                if !term_selects(term, p.namespace, &me) {
+                    continue;
+                }
+                let at = match theirs.iter().position(|t| t.key == term.topology_key) {
+                    Some(i) => i,
+                    None => {
+                        theirs.push(Preference {
+                            key: term.topology_key.clone(),
+                            weight: 1.0,
+                            counts: HashMap::new(),
+                            offset: 0,
+                        });
+                        theirs.len() - 1
+                    }
+                };
+                *theirs[at].counts.entry(v).or_insert(0) += sign * i64::from(w.weight);
+            }
+        }
+        let preferred: Vec<Preference> = preferred.into_iter().chain(theirs).collect();
         let soft_spread = spec
             .topology_spread_constraints
             .iter()
