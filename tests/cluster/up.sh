@@ -107,6 +107,15 @@ for _ in $(seq 1 120); do
   fi
   for p in etcd kube-apiserver; do
     if ! kill -0 "$(cat "$dir/$p.pid")" 2>/dev/null; then
+      attempt="${ALFRED_UP_ATTEMPT:-1}"
+      if grep -q "address already in use" "$dir/logs/$p.log" && [ "$attempt" -lt 3 ]; then
+        # Another process took a chosen port before it was bound: start again on new ones.
+        echo "$p lost its port to another process (attempt $attempt); starting again" >&2
+        kill "$(cat "$dir/etcd.pid")" "$(cat "$dir/kube-apiserver.pid")" 2>/dev/null || true
+        sleep 1
+        rm -rf "$dir/etcd"
+        ALFRED_UP_ATTEMPT=$((attempt + 1)) exec "$0" "$dir"
+      fi
       echo "$p exited; its log:" >&2
       tail -30 "$dir/logs/$p.log" >&2
       exit 1
