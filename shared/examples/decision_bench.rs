@@ -72,7 +72,13 @@ fn main() {
     );
     // What simulation adds to a pass: its ledger and up to 8 simulated rows, best first.
     let ctx = Context::new(&cluster, &snapshot, &config);
-    let planned = alfred::decision::plan(&ctx).recommendations;
+    let mut policies = Vec::new();
+    let mut planned = Vec::new();
+    for _ in 0..runs() {
+        let start = Instant::now();
+        planned = alfred::decision::plan(&ctx).recommendations;
+        policies.push(start.elapsed().as_secs_f64() * 1e3);
+    }
     let mut attach = Vec::new();
     for _ in 0..runs() {
         let mut rows = planned.clone();
@@ -107,6 +113,7 @@ fn main() {
         assert_eq!(outcome.placements.len(), 8, "{}", outcome.message);
     }
     for (what, times) in [
+        ("policies alone (context built once)", &mut policies),
         ("simulation in a pass (ledger + 8 rows)", &mut attach),
         ("ledger (once a pass)", &mut ledgers),
         ("8-pod gang simulation", &mut gangs),
