@@ -291,6 +291,11 @@ pub async fn run_migrate(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> 
     if global.now.is_some() && !args.dry_run {
         bail!("--now replays a time; a real pass runs at the present: drop --now or add --dry-run");
     }
+    // Registered before the first pass, so an interrupt during a pass is kept and ends the
+    // watch after it (a pass is never cut between its writes).
+    #[cfg(unix)]
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("listening for interrupts")?;
     loop {
         let (mut store, config) = open(global).await?;
         let options = Options {
@@ -322,9 +327,13 @@ pub async fn run_migrate(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> 
             return Ok(());
         }
         let interval = config.decision_loop_interval.unsigned_abs();
+        #[cfg(unix)]
+        let interrupted = interrupt.recv();
+        #[cfg(not(unix))]
+        let interrupted = tokio::signal::ctrl_c();
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
-            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = interrupted => return Ok(()),
         }
     }
 }

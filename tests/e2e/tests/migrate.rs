@@ -430,6 +430,16 @@ fn two_runs_racing_send_one_request() {
     let _ = std::process::Command::new("kill")
         .args(["-INT", &watch.id().to_string()])
         .status();
+    // It ends after the pass under way, never hangs.
+    let mut watch = watch;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while watch.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = watch.kill();
+            panic!("migrate --watch did not stop on SIGINT");
+        }
+        thread::sleep(std::time::Duration::from_millis(100));
+    }
     let out = watch.wait_with_output().unwrap();
     let text = stdout(&out);
     let passes: Vec<Value> = serde_json::Deserializer::from_str(&text)
