@@ -71,6 +71,13 @@ fn main() {
         times.len()
     );
     // What simulation adds to a pass: its ledger and up to 8 simulated rows, best first.
+    let mut contexts = Vec::new();
+    for _ in 0..runs() {
+        let start = Instant::now();
+        let ctx = Context::new(&cluster, &snapshot, &config);
+        contexts.push(start.elapsed().as_secs_f64() * 1e3);
+        drop(ctx);
+    }
     let ctx = Context::new(&cluster, &snapshot, &config);
     let mut policies = Vec::new();
     let mut planned = Vec::new();
@@ -113,6 +120,10 @@ fn main() {
         assert_eq!(outcome.placements.len(), 8, "{}", outcome.message);
     }
     for (what, times) in [
+        (
+            "context (workload settings, model access, pool order)",
+            &mut contexts,
+        ),
         ("policies alone (context built once)", &mut policies),
         ("simulation in a pass (ledger + 8 rows)", &mut attach),
         ("ledger (once a pass)", &mut ledgers),

@@ -118,6 +118,8 @@ pub struct PodView<'s> {
     pub namespace: &'s str,
     pub name: &'s str,
     pub node: Option<&'s str>,
+    /// The index of `node` in [`Cluster::nodes`], when the snapshot has that node.
+    pub host: Option<usize>,
     pub gpus: i64,
     /// Succeeded or Failed: holds nothing.
     pub terminal: bool,
@@ -272,12 +274,13 @@ impl<'s> Cluster<'s> {
         let node_by_name: HashMap<&str, usize> =
             nodes.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
 
-        let pods: Vec<PodView<'s>> = snapshot.pods.iter().map(pod_view).collect();
-        for (i, p) in pods.iter().enumerate() {
+        let mut pods: Vec<PodView<'s>> = snapshot.pods.iter().map(pod_view).collect();
+        for (i, p) in pods.iter_mut().enumerate() {
+            p.host = p.node.and_then(|name| node_by_name.get(name)).copied();
             if p.terminal {
                 continue;
             }
-            if let Some(&n) = p.node.and_then(|name| node_by_name.get(name)) {
+            if let Some(n) = p.host {
                 nodes[n].pods.push(i);
                 nodes[n].gpu_used += p.gpus;
             }
@@ -611,6 +614,7 @@ fn pod_view(pod: &Pod) -> PodView<'_> {
         },
         name: &pod.metadata.name,
         node: Some(pod.spec.node_name.as_str()).filter(|n| !n.is_empty()),
+        host: None, // set once the nodes are indexed
         gpus: pod_gpus(&pod.spec),
         terminal: matches!(pod.phase(), "Succeeded" | "Failed"),
         terminating: pod.metadata.deletion_timestamp.is_some(),

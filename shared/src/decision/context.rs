@@ -151,8 +151,10 @@ pub struct Context<'c, 's> {
     pub runtime: Vec<Option<&'s ComponentSpec>>,
     /// By pool: the nodes available as targets, fullest first (name breaks ties).
     pub pool_order: HashMap<String, Vec<usize>>,
-    /// By model label: which nodes (by index) have the model `Ready`.
-    model_ready: HashMap<String, Vec<bool>>,
+    /// By component whose model access is a node label: its column in `ready_nodes`.
+    model_ready: Vec<Option<usize>>,
+    /// Per model label: which nodes (by index) have the model `Ready`.
+    ready_nodes: Vec<Vec<bool>>,
 }
 
 impl<'c, 's> Context<'c, 's> {
@@ -192,18 +194,21 @@ impl<'c, 's> Context<'c, 's> {
                 (pool.name.clone(), nodes)
             })
             .collect();
-        let mut model_ready: HashMap<String, Vec<bool>> = HashMap::new();
-        for a in &access {
-            if let ModelAccess::NodesLabelled { key } = a {
-                model_ready.entry(key.clone()).or_insert_with(|| {
-                    cluster
-                        .nodes
-                        .iter()
-                        .map(|n| n.label(key) == Some("Ready"))
-                        .collect()
-                });
-            }
-        }
+        let mut columns: HashMap<&str, usize> = HashMap::new();
+        let mut ready_nodes: Vec<Vec<bool>> = Vec::new();
+        let model_ready = access
+            .iter()
+            .map(|a| {
+                let ModelAccess::NodesLabelled { key } = a else {
+                    return None;
+                };
+                Some(*columns.entry(key).or_insert_with(|| {
+                    let ready = cluster.nodes.iter().map(|n| n.label(key) == Some("Ready"));
+                    ready_nodes.push(ready.collect());
+                    ready_nodes.len() - 1
+                }))
+            })
+            .collect();
         Context {
             cluster,
             snapshot,
@@ -213,14 +218,15 @@ impl<'c, 's> Context<'c, 's> {
             runtime,
             pool_order,
             model_ready,
+            ready_nodes,
         }
     }
 
     /// May the component's new pods run on the node (index)? Its model must be reachable there.
     pub fn model_allows(&self, component: usize, node: usize) -> bool {
-        match &self.access[component] {
-            ModelAccess::NodesLabelled { key } => self.model_ready[key][node],
-            access => access.allows(&self.cluster.nodes[node]),
+        match self.model_ready[component] {
+            Some(column) => self.ready_nodes[column][node],
+            None => self.access[component].allows(&self.cluster.nodes[node]),
         }
     }
 

@@ -55,7 +55,7 @@ pub fn run(
         dropped += before - pool_rows.len();
         rows.extend(pool_rows);
     }
-    rows.sort_by(|a, b| {
+    super::sort_rows(&mut rows, |a, b| {
         b.row
             .score
             .total_cmp(&a.row.score)
@@ -161,7 +161,7 @@ fn component_primary(ctx: &Context<'_, '_>, c: usize) -> Option<(String, String)
     for &i in &cluster.components[c].instances {
         for &p in &cluster.instances[i].pods {
             let pod = &cluster.pods[p];
-            let Some(node) = pod.node.and_then(|n| cluster.node(n)) else {
+            let Some(node) = pod.host.map(|n| &cluster.nodes[n]) else {
                 continue;
             };
             if pod.terminal || pod.gpus <= 0 {
@@ -233,10 +233,7 @@ fn omenative(
         }
     }
     for &(p, _) in &plan.placements {
-        let home = cluster.pods[p]
-            .node
-            .and_then(|name| cluster.node_index(name));
-        if let Some(b) = home.and_then(|h| pool.bin_of(h)) {
+        if let Some(b) = cluster.pods[p].host.and_then(|h| pool.bin_of(h)) {
             let gpus = cluster.pods[p].gpus;
             change(b, &|free, cap| (free + gpus).min(cap));
         }
@@ -248,19 +245,12 @@ fn omenative(
     let benefit = pool.observed - pool.measure.fragmentation_after(&pool.shares, &deltas);
     let cost = config.defragmentation.aggressiveness.cost_weight() * BASE_COST;
     let mut score = benefit - cost;
-    let hints: Vec<String> = plan
-        .targets
-        .iter()
-        .take(MAX_HINTS)
-        .map(|&n| cluster.nodes[n].name.to_string())
-        .collect();
-    let mut r = Recommendation::new(row.clone(), inst.gpus, String::new());
+    row.score = score;
+    let mut r = Recommendation::new(row, inst.gpus, String::new());
     r.set_plan(cluster, &plan);
     r.benefit = Some(benefit);
     r.cost = Some(cost);
     if score <= 0.0 {
-        row.score = score;
-        r.row = row;
         r.row.advisory_reason = Some(AdvisoryReason::NonExecutableObservedFragmentation);
         let effect = if benefit > 0.0 {
             format!(
@@ -286,11 +276,13 @@ fn omenative(
     let largest_after = changes.iter().map(|c| c.1).max().unwrap_or(0);
     if let Some(pod) = emergency(ctx, pool, i, largest_after) {
         score *= EMERGENCY_BOOST;
-        row.emergency = true;
+        r.row.emergency = true;
         boosts.push(format!("emergency: it makes room for pending pod {pod}"));
     }
     let settings = ctx.settings_of(i);
-    let from_preemptible = cluster.node(&row.from_node).is_some_and(|n| n.preemptible);
+    let from_preemptible = cluster
+        .node(&r.row.from_node)
+        .is_some_and(|n| n.preemptible);
     let spot = settings.spot_policy;
     if from_preemptible
         && (spot == Some(SpotPolicy::Migrate)
@@ -299,13 +291,17 @@ fn omenative(
         score *= SPOT_BOOST;
         boosts.push(format!("x{SPOT_BOOST} off a preemptible node"));
     }
-    row.score = score;
-    row.hint_targets = hints.clone();
-    r.row = row;
+    r.row.score = score;
+    r.row.hint_targets = r
+        .placement_targets
+        .iter()
+        .take(MAX_HINTS)
+        .cloned()
+        .collect();
     r.detail = format!(
         "move it off {} to {}: pool {}'s fragmentation drops by {benefit:.3} against a cost of {cost:.3}{}.",
         r.row.from_node,
-        hints.join(", "),
+        r.row.hint_targets.join(", "),
         pool.pool,
         if boosts.is_empty() {
             String::new()

@@ -79,11 +79,7 @@ pub fn drain(ctx: &Context<'_, '_>, options: &DrainOptions) -> Result<DrainRepor
     listed.sort_unstable();
     let on_listed = |i: usize| {
         cluster.instances[i].pods.iter().any(|&p| {
-            !cluster.pods[p].terminal
-                && cluster.pods[p]
-                    .node
-                    .and_then(|n| cluster.node_index(n))
-                    .is_some_and(|n| listed.contains(&n))
+            !cluster.pods[p].terminal && cluster.pods[p].host.is_some_and(|n| listed.contains(&n))
         })
     };
     let mut moves: Vec<DrainMove> = Vec::new();

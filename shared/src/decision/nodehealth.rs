@@ -273,7 +273,7 @@ fn evacuations(ctx: &Context<'_, '_>) -> Vec<Recommendation> {
         }
     }
     rows.extend(orphan_rows);
-    rows.sort_by(|a, b| {
+    super::sort_rows(&mut rows, |a, b| {
         let class = |r: &Recommendation| r.row.reason != CandidateReason::NodeUnhealthy;
         class(a)
             .cmp(&class(b))

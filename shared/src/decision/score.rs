@@ -219,9 +219,8 @@ fn score_pool(ctx: &Context<'_, '_>, pool: &Pool, movable: &[bool]) -> PoolScore
     let now = ctx.now();
     let bins = bins(cluster, pool, ctx.config.spot_policy.avoid_as_target);
     let ladder = &defrag.size_ladder;
-    let in_pool = |node: Option<&str>| {
-        node.and_then(|n| cluster.node(n))
-            .is_some_and(|n| n.pool.as_deref() == Some(pool.name.as_str()))
+    let in_pool = |host: Option<usize>| {
+        host.is_some_and(|n| cluster.nodes[n].pool.as_deref() == Some(pool.name.as_str()))
     };
 
     // Demand: running OME pods in the pool and pending pods attributed to it (or to none).
@@ -233,7 +232,7 @@ fn score_pool(ctx: &Context<'_, '_>, pool: &Pool, movable: &[bool]) -> PoolScore
         }
     };
     for p in &cluster.pods {
-        if p.owner.is_some() && p.gpus > 0 && !p.terminal && in_pool(p.node) {
+        if p.owner.is_some() && p.gpus > 0 && !p.terminal && in_pool(p.host) {
             add_demand(p.gpus);
         }
     }
@@ -351,10 +350,7 @@ fn repack(
 ) -> (Vec<(i64, i64)>, usize, Vec<RepackMove>) {
     let cluster = ctx.cluster;
     let mut free: Vec<i64> = bins.iter().map(|b| b.free).collect();
-    let bin_of = |node: Option<&str>| {
-        let index = cluster.node_index(node?)?;
-        bins.binary_search_by_key(&index, |b| b.index).ok()
-    };
+    let bin_of = |host: Option<usize>| bins.binary_search_by_key(&host?, |b| b.index).ok();
     let mut items: Vec<(i64, (&str, &str), usize, usize)> = Vec::new();
     let mut moves = Vec::new();
     let mut count = 0;
@@ -375,7 +371,7 @@ fn repack(
             }
             // Pods on nodes that take no new pods are node health's to move: repacking them
             // into the bins would spend the very free GPUs being measured.
-            let Some(home) = bin_of(pod.node) else {
+            let Some(home) = bin_of(pod.host) else {
                 continue;
             };
             free[home] += pod.gpus;

@@ -403,7 +403,7 @@ fn running<'c>(ctx: &'c Context<'_, '_>) -> Vec<topology::Placed<'c>> {
         .iter()
         .filter(|p| !p.terminal && !p.terminating)
         .filter_map(|p| {
-            let node = cluster.node_index(p.node?)?;
+            let node = p.host?;
             Some(topology::Placed::new(
                 p.namespace,
                 &p.pod.metadata.labels,

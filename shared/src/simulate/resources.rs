@@ -88,7 +88,7 @@ impl Ledger {
             }
         }
         for p in cluster.pods.iter().filter(|p| !p.terminal) {
-            let Some(n) = p.node.and_then(|name| cluster.node_index(name)) else {
+            let Some(n) = p.host else {
                 continue;
             };
             ledger.pods[n] += 1;
