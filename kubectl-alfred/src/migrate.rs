@@ -91,20 +91,8 @@ impl KubeStore {
         if let Some((snapshot, now, _)) = &self.file {
             return Ok((snapshot.clone(), *now));
         }
-        let snapshot = match self.global.file.as_deref() {
-            Some(path) => source::read_file(path)?,
-            None => live::read_snapshot(&self.global).await?,
-        };
-        let now = match self.global.now.as_deref() {
-            Some(text) => text
-                .parse::<Timestamp>()
-                .with_context(|| format!("--now {text:?} is not an RFC 3339 time"))?,
-            None if self.client.is_none() => snapshot
-                .info
-                .as_ref()
-                .map_or_else(Timestamp::now, |i| i.captured_at),
-            None => Timestamp::now(),
-        };
+        let snapshot = source::read_snapshot(&self.global).await?;
+        let now = source::evaluation_time(&self.global, &snapshot)?;
         if self.client.is_none() {
             // A snapshot carries the journal ConfigMap when the cluster had one.
             let doc = snapshot
@@ -450,16 +438,8 @@ fn render_report(report: &run::Report, output: Output) -> Result<String> {
                 .or(r.reject_reason.clone())
                 .or(r.advisory_reason.map(|a| a.as_str().to_string()))
                 .unwrap_or_default();
-            let mut line = vec![
-                r.workload.clone(),
-                r.component.to_string(),
-                if r.instance < 0 {
-                    "all".into()
-                } else {
-                    r.instance.to_string()
-                },
-                r.policy.as_str().into(),
-                format!("{:?}", r.reason),
+            let mut line = render::row_cells(r);
+            line.extend([
                 if report.dry_run && r.outcome == alfred::decision::Outcome::Submitted {
                     "would-submit".into()
                 } else {
@@ -468,7 +448,7 @@ fn render_report(report: &run::Report, output: Output) -> Result<String> {
                 render::or_dash(&why),
                 render::or_dash(&r.from_node),
                 render::or_dash(&r.target),
-            ];
+            ]);
             if output == Output::Wide {
                 line.push(format!("{:.3}", r.score));
                 line.push(render::or_dash(
@@ -478,17 +458,8 @@ fn render_report(report: &run::Report, output: Output) -> Result<String> {
             line
         })
         .collect();
-    let mut headers = vec![
-        "WORKLOAD",
-        "COMPONENT",
-        "INSTANCE",
-        "POLICY",
-        "REASON",
-        "OUTCOME",
-        "WHY",
-        "FROM",
-        "TARGET",
-    ];
+    let mut headers = render::ROW_HEADERS.to_vec();
+    headers.extend(["OUTCOME", "WHY", "FROM", "TARGET"]);
     if output == Output::Wide {
         headers.extend(["SCORE", "REQUEST"]);
     }

@@ -275,17 +275,9 @@ fn rows_table(
     let lines: Vec<Vec<String>> = shown
         .iter()
         .map(|(k, r)| {
-            vec![
-                (k + 1).to_string(),
-                r.row.workload.clone(),
-                r.row.component.to_string(),
-                if r.row.instance < 0 {
-                    "all".into()
-                } else {
-                    r.row.instance.to_string()
-                },
-                r.row.policy.as_str().into(),
-                format!("{:?}", r.row.reason),
+            let mut line = vec![(k + 1).to_string()];
+            line.extend(render::row_cells(&r.row));
+            line.extend([
                 r.row.outcome.as_str().into(),
                 r.row
                     .advisory_reason
@@ -297,27 +289,23 @@ fn rows_table(
                 render::or_dash(&r.row.hint_targets.join(",")),
                 format!("{:.3}", r.row.score),
                 if r.row.emergency { "yes" } else { "" }.into(),
-            ]
+            ]);
+            line
         })
         .collect();
-    render::columns(
-        out,
-        &[
-            "#",
-            "WORKLOAD",
-            "COMPONENT",
-            "INSTANCE",
-            "POLICY",
-            "REASON",
+    let headers: Vec<&str> = ["#"]
+        .into_iter()
+        .chain(render::ROW_HEADERS)
+        .chain([
             "OUTCOME",
             "REASON-CODE",
             "FROM",
             "HINTS",
             "SCORE",
             "EMERGENCY",
-        ],
-        &lines,
-    );
+        ])
+        .collect();
+    render::columns(out, &headers, &lines);
     writeln!(out)?;
     writeln!(out, "Why:")?;
     // Rows that share an explanation are listed together, in order of first appearance.

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
+use alfred::decision::Row;
 use alfred::pools::PoolReport;
 use alfred::snapshot::Snapshot;
 use anyhow::Result;
@@ -29,6 +30,24 @@ pub fn or_dash(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// The columns that name a recommendation row, first in every pass table.
+pub const ROW_HEADERS: [&str; 5] = ["WORKLOAD", "COMPONENT", "INSTANCE", "POLICY", "REASON"];
+
+/// A row's `ROW_HEADERS` cells; a row about a whole component shows instance `all`.
+pub fn row_cells(row: &Row) -> Vec<String> {
+    vec![
+        row.workload.clone(),
+        row.component.to_string(),
+        if row.instance < 0 {
+            "all".into()
+        } else {
+            row.instance.to_string()
+        },
+        row.policy.as_str().into(),
+        format!("{:?}", row.reason),
+    ]
 }
 
 /// JSON or YAML for scripts; None for the table formats.

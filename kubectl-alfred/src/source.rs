@@ -25,25 +25,36 @@ impl Input {
 }
 
 pub async fn load(args: &GlobalArgs) -> Result<Input> {
-    let snapshot = match args.file.as_deref() {
-        Some(path) => read_file(path)?,
-        None => crate::live::read_snapshot(args).await?,
-    };
+    let snapshot = read_snapshot(args).await?;
     let config = load_config(args.config.as_deref(), &snapshot)?;
-    let now = match args.now.as_deref() {
-        Some(text) => text.parse::<Timestamp>().with_context(|| {
-            format!("--now {text:?} is not an RFC 3339 time such as 2026-09-28T10:15:00Z")
-        })?,
-        None => snapshot
-            .info
-            .as_ref()
-            .map_or_else(Timestamp::now, |i| i.captured_at),
-    };
+    let now = evaluation_time(args, &snapshot)?;
     Ok(Input {
         snapshot,
         config,
         now,
     })
+}
+
+/// The snapshot file given with `-f`, else a read of the live cluster.
+pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
+    match args.file.as_deref() {
+        Some(path) => read_file(path),
+        None => crate::live::read_snapshot(args).await,
+    }
+}
+
+/// The time a snapshot is evaluated at: `--now`, else when it was captured (a live read is
+/// captured as it is made), else the clock.
+pub fn evaluation_time(args: &GlobalArgs, snapshot: &Snapshot) -> Result<Timestamp> {
+    match args.now.as_deref() {
+        Some(text) => text.parse::<Timestamp>().with_context(|| {
+            format!("--now {text:?} is not an RFC 3339 time such as 2026-09-28T10:15:00Z")
+        }),
+        None => Ok(snapshot
+            .info
+            .as_ref()
+            .map_or_else(Timestamp::now, |i| i.captured_at)),
+    }
 }
 
 /// A file's text; `-` is standard input. `what` names the file in errors.

@@ -8,6 +8,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::journal::{Journal, Phase};
 use crate::api::replica::{MigrationPhase, MigrationTrigger};
+use crate::cluster::NodeView;
 use crate::decision::{CandidateReason, Context, Recommendation};
 use crate::migration;
 
@@ -318,8 +319,22 @@ impl<'p, 'c, 's> Pass<'p, 'c, 's> {
             .collect();
         let mut claimed: HashMap<String, i64> = HashMap::new();
         for d in inputs.ledger.dispatches.iter().filter(|d| d.unabsorbed) {
-            for (node, gpus) in first_fit(ctx, &d.pod_gpus, &d.targets, &claimed) {
-                *claimed.entry(node).or_default() += gpus;
+            let fits = first_fit(
+                ctx,
+                &d.pod_gpus,
+                &d.targets,
+                &claimed,
+                |_, node, left, gpus| {
+                    (node.is_none() || left < gpus).then(|| Rejection {
+                        reason: ArbiterReason::NoCapacity,
+                        detail: String::new(),
+                    })
+                },
+            );
+            for (fit, &gpus) in fits.into_iter().zip(&d.pod_gpus) {
+                if let Ok(node) = fit {
+                    *claimed.entry(node.to_string()).or_default() += gpus;
+                }
             }
         }
         Pass {
@@ -517,77 +532,57 @@ impl<'p, 'c, 's> Pass<'p, 'c, 's> {
                 .cmp(&cluster.pods[a].gpus)
                 .then(cluster.pods[a].name.cmp(cluster.pods[b].name))
         });
-        let mut used: HashMap<&str, i64> = HashMap::new();
-        let mut landings = Vec::new();
-        for p in pods {
-            let gpus = cluster.pods[p].gpus;
-            let mut best: Option<Rejection> = None;
-            let mut placed = None;
-            for t in targets {
-                let refusal = match cluster.node(t) {
-                    None => Some((
+        let sizes: Vec<i64> = pods.iter().map(|&p| cluster.pods[p].gpus).collect();
+        let fits = first_fit(
+            ctx,
+            &sizes,
+            targets,
+            &self.claimed,
+            |t, node, left, gpus| {
+                let (reason, detail) = match node {
+                    None => (
                         ArbiterReason::TargetUnavailable,
                         format!("node {t} is gone"),
-                    )),
-                    Some(n) if n.unavailable_as_target() => Some((
+                    ),
+                    Some(n) if n.unavailable_as_target() => (
                         ArbiterReason::TargetUnavailable,
                         format!("node {t} is unhealthy, in maintenance, cordoned or scaling down"),
-                    )),
-                    Some(_) if self.evacuating.contains(t.as_str()) => Some((
+                    ),
+                    Some(_) if self.evacuating.contains(t) => (
                         ArbiterReason::TargetUnderEvacuation,
                         format!("node {t} is being evacuated in this pass"),
-                    )),
-                    Some(_) if self.landed_on.contains(t.as_str()) => Some((
+                    ),
+                    Some(_) if self.landed_on.contains(t) => (
                         ArbiterReason::TargetNodeBusy,
                         format!("another move admitted in this pass lands on node {t}"),
-                    )),
-                    Some(n) => {
-                        let free = unclaimed(n.gpu_free, &self.claimed, &used, t);
-                        if let Some(d) = self.inputs.ledger.cooling(t, now, node_window) {
-                            Some((
-                                ArbiterReason::NodeCooldown,
-                                format!(
-                                    "target node {t} was used by request {} at {}",
-                                    d.uuid, d.at
-                                ),
-                            ))
-                        } else if free < gpus {
-                            Some((
-                                ArbiterReason::NoCapacity,
-                                format!("node {t} has {free} unclaimed GPUs, the pod needs {gpus}"),
-                            ))
-                        } else {
-                            None
-                        }
-                    }
+                    ),
+                    Some(_) => match self.inputs.ledger.cooling(t, now, node_window) {
+                        Some(d) => (
+                            ArbiterReason::NodeCooldown,
+                            format!("target node {t} was used by request {} at {}", d.uuid, d.at),
+                        ),
+                        None if left < gpus => (
+                            ArbiterReason::NoCapacity,
+                            format!("node {t} has {left} unclaimed GPUs, the pod needs {gpus}"),
+                        ),
+                        None => return None,
+                    },
                 };
-                match refusal {
-                    None => {
-                        placed = Some(t.as_str());
-                        break;
-                    }
-                    Some((reason, detail)) => {
-                        if best.as_ref().is_none_or(|b| reason < b.reason) {
-                            best = Some(Rejection { reason, detail });
-                        }
-                    }
-                }
-            }
-            match placed {
-                Some(t) => {
-                    *used.entry(t).or_default() += gpus;
-                    landings.push((cluster.pods[p].name.to_string(), t.to_string()));
-                }
-                None => {
-                    return Err(best.unwrap_or(Rejection {
-                        reason: ArbiterReason::NoCapacity,
-                        detail: "the move has no target nodes".into(),
-                    }));
-                }
-            }
+                Some(Rejection { reason, detail })
+            },
+        );
+        let mut landings = Vec::new();
+        for (&p, fit) in pods.iter().zip(fits) {
+            let target = fit.map_err(|best| {
+                best.unwrap_or(Rejection {
+                    reason: ArbiterReason::NoCapacity,
+                    detail: "the move has no target nodes".into(),
+                })
+            })?;
+            landings.push((cluster.pods[p].name.to_string(), target.to_string()));
         }
-        for (node, gpus) in used {
-            *self.claimed.entry(node.to_string()).or_default() += gpus;
+        for ((_, target), gpus) in landings.iter().zip(&sizes) {
+            *self.claimed.entry(target.clone()).or_default() += gpus;
         }
         Ok(landings)
     }
@@ -603,25 +598,38 @@ fn unclaimed(
     free - claimed.get(node).copied().unwrap_or(0) - used.get(node).copied().unwrap_or(0)
 }
 
-/// Where first fit puts `pods` (largest first) among `targets`, given GPUs already claimed.
-fn first_fit(
+/// First fit, largest pod first: each pod (its GPUs) goes to the first of `targets` that
+/// `refuse` lets through, given the node (None when gone) and the GPUs left on it: free, less
+/// those claimed and those this move's earlier pods took. Per pod, its target or the most
+/// telling refusal (None with no targets).
+fn first_fit<'t>(
     ctx: &Context<'_, '_>,
     pods: &[i64],
-    targets: &[String],
+    targets: &'t [String],
     claimed: &HashMap<String, i64>,
-) -> Vec<(String, i64)> {
+    mut refuse: impl FnMut(&str, Option<&NodeView<'_>>, i64, i64) -> Option<Rejection>,
+) -> Vec<Result<&'t str, Option<Rejection>>> {
     let mut used: HashMap<&str, i64> = HashMap::new();
     let mut out = Vec::new();
     for &gpus in pods {
-        let fits = targets.iter().find(|t| {
-            ctx.cluster
-                .node(t)
-                .is_some_and(|n| unclaimed(n.gpu_free, claimed, &used, t) >= gpus)
-        });
-        if let Some(t) = fits {
-            *used.entry(t).or_default() += gpus;
-            out.push((t.clone(), gpus));
+        let mut best: Option<Rejection> = None;
+        let mut placed = None;
+        for t in targets {
+            let node = ctx.cluster.node(t);
+            let left = node.map_or(0, |n| unclaimed(n.gpu_free, claimed, &used, t));
+            match refuse(t, node, left, gpus) {
+                None => {
+                    placed = Some(t.as_str());
+                    break;
+                }
+                Some(r) if best.as_ref().is_none_or(|b| r.reason < b.reason) => best = Some(r),
+                Some(_) => {}
+            }
         }
+        if let Some(t) = placed {
+            *used.entry(t).or_default() += gpus;
+        }
+        out.push(placed.ok_or(best));
     }
     out
 }

@@ -187,21 +187,8 @@ pub fn retention(ctx: &Context<'_, '_>) -> k8s_openapi::jiff::SignedDuration {
 /// Loads and reconciles the journal (`state`: the ConfigMap's `state.json`, `None` when the
 /// ConfigMap or key is missing, which reads as an empty journal), then arbitrates.
 pub fn plan(ctx: &Context<'_, '_>, state: Option<&str>, breaker: Option<&str>) -> Plan {
-    let config = ctx.config;
     let decision = decision::plan(ctx);
-    let journal = load(state, breaker).map(|(mut journal, mut breaker)| {
-        let timing = Timing {
-            now: ctx.now(),
-            acknowledgement_timeout: config.migration.acknowledgement_timeout,
-            failure_backoff: config.migration.failure_backoff,
-        };
-        let transitions = reconcile::reconcile(&mut journal, &mut breaker, ctx.snapshot, timing);
-        JournalState {
-            journal,
-            breaker,
-            transitions,
-        }
-    });
+    let journal = load_and_reconcile(ctx, state, breaker);
     let (withheld, retry) = match &journal {
         Err(e) => (
             Some(Withhold::new(
@@ -244,13 +231,28 @@ fn ledger(ctx: &Context<'_, '_>, journal: &Journal, retry: Option<&str>) -> Ledg
     ledger
 }
 
-fn load(state: Option<&str>, breaker: Option<&str>) -> Result<(Journal, Breaker), JournalError> {
-    let journal = match state {
+/// The stored journal and breaker (none stored: empty ones), reconciled with the cluster.
+fn load_and_reconcile(
+    ctx: &Context<'_, '_>,
+    state: Option<&str>,
+    breaker: Option<&str>,
+) -> Result<JournalState, JournalError> {
+    let mut journal = match state {
         None => Journal::new(),
         Some(text) => Journal::load(text)?,
     };
-    let breaker = Breaker::load(breaker).map_err(JournalError)?;
-    Ok((journal, breaker))
+    let mut breaker = Breaker::load(breaker).map_err(JournalError)?;
+    let timing = Timing {
+        now: ctx.now(),
+        acknowledgement_timeout: ctx.config.migration.acknowledgement_timeout,
+        failure_backoff: ctx.config.migration.failure_backoff,
+    };
+    let transitions = reconcile::reconcile(&mut journal, &mut breaker, ctx.snapshot, timing);
+    Ok(JournalState {
+        journal,
+        breaker,
+        transitions,
+    })
 }
 
 /// The pass-wide checks, in the reference's order; a lone `prepared` entry is retried.
@@ -716,21 +718,14 @@ pub fn journal_recommendations(
     state: Option<&str>,
     breaker: Option<&str>,
 ) -> Result<Vec<Recommendation>, JournalError> {
-    let Some(_) = state else {
+    if state.is_none() {
         return Ok(Vec::new());
-    };
-    let (mut journal, mut breaker) = load(state, breaker)?;
-    let config = ctx.config;
-    let transitions = reconcile::reconcile(
-        &mut journal,
-        &mut breaker,
-        ctx.snapshot,
-        Timing {
-            now: ctx.now(),
-            acknowledgement_timeout: config.migration.acknowledgement_timeout,
-            failure_backoff: config.migration.failure_backoff,
-        },
-    );
+    }
+    let JournalState {
+        journal,
+        transitions,
+        ..
+    } = load_and_reconcile(ctx, state, breaker)?;
     Ok(journal
         .entries
         .iter()

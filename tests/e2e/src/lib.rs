@@ -337,6 +337,21 @@ impl Cluster {
             })
             .collect()
     }
+
+    /// Asserts that the plugin's calls since `mark` are one read of the cluster: one list per
+    /// kind and page (11 kinds and the 4 ConfigMaps by name, one page each here) and the one
+    /// discovery request for the PodGroup CRD gangs need; nothing else, whatever the pass
+    /// computes.
+    pub fn assert_one_read(&self, mark: usize) {
+        let calls = self.calls_since(mark, "kubectl-alfred/");
+        let lists = calls.iter().filter(|(verb, _)| verb == "list").count();
+        assert_eq!(lists, 15, "{calls:#?}");
+        assert_eq!(calls.len(), 16, "{calls:#?}");
+        assert!(
+            calls.contains(&("get".to_string(), "/apis".to_string())),
+            "{calls:#?}"
+        );
+    }
 }
 
 impl Cluster {

@@ -23,17 +23,7 @@ fn live_reads_equal_snapshot_reads() {
     let mark = cluster.audit_mark();
     let live = cluster.alfred(&["pools", "--now", NOW]);
     assert!(live.status.success(), "{}", stderr(&live));
-    // A pass reads the cluster with one list per kind and page: 11 kinds and the 4
-    // ConfigMaps by name, all small enough for one page here; nothing else.
-    let calls = cluster.calls_since(mark, "kubectl-alfred/");
-    // ... and one discovery request, for the PodGroup CRD gangs need.
-    let lists = calls.iter().filter(|(verb, _)| verb == "list").count();
-    assert_eq!(lists, 15, "{calls:#?}");
-    assert_eq!(calls.len(), 16, "{calls:#?}");
-    assert!(
-        calls.contains(&("get".to_string(), "/apis".to_string())),
-        "{calls:#?}"
-    );
+    cluster.assert_one_read(mark);
     let from_demo = cluster.alfred(&["pools", "--now", NOW, "-f", &demo().display().to_string()]);
     assert_eq!(
         stdout(&live),
