@@ -271,6 +271,16 @@ fn status_text(r: &RolloutReport) -> Result<String> {
                 .unwrap_or_default()
         )?;
     }
+    if !r.repairs.is_empty() {
+        writeln!(
+            out,
+            "Crash-loop repairs the next pass starts: Instance(s) {}",
+            alfred::rollout::indices(&r.repairs)
+        )?;
+    }
+    for held in &r.repairs_held {
+        writeln!(out, "RepairHeld: {held}")?;
+    }
     if let Some(staged) = &r.staged {
         writeln!(out, "{staged}")?;
     }

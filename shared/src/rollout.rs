@@ -3,7 +3,7 @@
 //! which stay behind the partition, and what holds the rest back, with the controller's exact
 //! hold texts. `kubectl alfred rollout` shows it before and during a rollout.
 
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::component::ComponentKind;
 use crate::api::lifecycle::UpdateStrategyType;
@@ -23,6 +23,10 @@ pub struct PodFact<'a> {
     pub deletion: Option<Timestamp>,
     /// It runs the Instance's running revision (extra pods off it are named first).
     pub on_running_revision: bool,
+    /// A container waits in `CrashLoopBackOff`.
+    pub crash_looping: bool,
+    /// When it turned Ready again after a container restart (None: no restart, or not Ready).
+    pub ready_after_restart: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -96,6 +100,17 @@ pub struct PassInput<'a> {
     pub partition: Option<i32>,
     pub change: Change,
     pub now: Timestamp,
+    /// How long an Instance that restarted after it was Ready still holds a slot once Ready
+    /// again: max(minReadySeconds, stuckPodGracePeriod), see [`restart_window`].
+    pub restart_window: SignedDuration,
+}
+
+/// max(minReadySeconds, the stuck-pod grace rounded up to whole seconds).
+pub fn restart_window(min_ready_seconds: i32, stuck_pod_grace: SignedDuration) -> SignedDuration {
+    let grace = SignedDuration::from_secs(
+        stuck_pod_grace.as_secs() + i64::from(stuck_pod_grace.subsec_nanos() > 0),
+    );
+    SignedDuration::from_secs(i64::from(min_ready_seconds.max(0))).max(grace)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,6 +155,11 @@ pub struct PassPlan {
     pub refused: Vec<(i32, String)>,
     /// Waiting on the budget or a retry block.
     pub waiting: Vec<i32>,
+    /// Crash-looping Instances the pass repairs (recreates), charged to `maxUnavailable`.
+    pub repairs: Vec<i32>,
+    /// Crash-loop repairs the unavailability budget holds, with the controller's `RepairHeld`
+    /// warning.
+    pub repairs_held: Vec<(i32, String)>,
     /// The first denial, as the InferenceReplica's `rolloutHold` reports it.
     pub hold: Option<Hold>,
     pub arm: Option<BudgetArm>,
@@ -329,22 +349,24 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
     };
 
     // Slots held before the pass.
-    let rolled_not_serving: Vec<i32> = rows
+    let rolled_not_serving: Vec<i32> = input
+        .instances
         .iter()
-        .filter(|r| on(r, input.target) && !serving(r, per))
-        .map(|r| r.index)
+        .filter(|i| on(i.row, input.target) && (!serving(i.row, per) || settling(i, input)))
+        .map(|i| i.row.index)
         .collect();
+    let unavailable_in_flight = rows
+        .iter()
+        .filter(|r| {
+            let updating = r.phase == Some(InstancePhase::Updating) && !step_is(r, "Parked");
+            let failed_claim = r.phase == Some(InstancePhase::Failed) && has_update_op(r);
+            (updating || failed_claim) && !is_surge_step(r)
+        })
+        .count() as u32;
     let in_flight = match arm {
-        BudgetArm::Surge => rows.iter().filter(|r| is_surge_step(r)).count(),
-        BudgetArm::Unavailability => rows
-            .iter()
-            .filter(|r| {
-                let updating = r.phase == Some(InstancePhase::Updating) && !step_is(r, "Parked");
-                let failed_claim = r.phase == Some(InstancePhase::Failed) && has_update_op(r);
-                (updating || failed_claim) && !is_surge_step(r)
-            })
-            .count(),
-    } as u32;
+        BudgetArm::Surge => rows.iter().filter(|r| is_surge_step(r)).count() as u32,
+        BudgetArm::Unavailability => unavailable_in_flight,
+    };
     let mut skip_extra: Vec<i32> = rows
         .iter()
         .filter(|r| is_surge_step(r))
@@ -397,14 +419,79 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
         )
     });
 
+    // Crash-loop repairs, whatever the strategy, are charged to maxUnavailable against the
+    // Instances OME is already taking down (a crash-looping Instance serves nothing, so the cap
+    // is on how many OME recreates at once); an update of the same Instance replaces its repair.
+    let max_unavailable = crate::strategy::scale_budget(
+        input.strategy.max_unavailable.as_ref().map(|b| &b.value),
+        input.desired,
+    )?;
+    let restarting = rows
+        .iter()
+        .filter(|r| r.phase == Some(InstancePhase::Restarting))
+        .count() as u32;
+    let out_of_service = unavailable_in_flight + restarting;
+    let mut repair_hold = None;
+    for i in &input.instances {
+        let r = i.row;
+        let crash_looping = i
+            .pods
+            .iter()
+            .any(|p| p.crash_looping && p.deletion.is_none());
+        if !crash_looping || r.operation.is_some() || selected.iter().any(|s| s.index == r.index) {
+            continue;
+        }
+        let projected = out_of_service + plan.repairs.len() as u32 + 1;
+        match max_unavailable.filter(|&b| projected > b) {
+            Some(b) => {
+                let reason = format!(
+                    "per-Component unavailability budget {b} exhausted (would become {projected})"
+                );
+                plan.repairs_held.push((
+                    r.index,
+                    format!(
+                        "OMENative {} crash-loop repair held by Budget: {reason}",
+                        event_key(input.component, r.index),
+                    ),
+                ));
+                repair_hold.get_or_insert(Hold {
+                    gate: HoldGate::Budget,
+                    reason,
+                    target: None,
+                });
+            }
+            None => plan.repairs.push(r.index),
+        }
+    }
+
     let block = input
         .retry_blocks
         .iter()
         .find(|b| b.target_revision == input.target);
-    let mut charged = 0u32;
+    // A repair takes an Instance out of service like a recreate does (one rolled and not
+    // serving already holds its slot).
+    let mut charged = match arm {
+        BudgetArm::Unavailability => plan
+            .repairs
+            .iter()
+            .filter(|i| !rolled_not_serving.contains(i))
+            .count() as u32,
+        BudgetArm::Surge => 0,
+    };
+    // RetryInProgress lets one attempt run at a time: one toward the target already updating.
+    let attempt_in_flight = rows.iter().any(|r| {
+        r.phase == Some(InstancePhase::Updating)
+            && r.operation.as_ref().is_some_and(|op| {
+                op.type_ == OperationType::Update
+                    && op
+                        .target_revision
+                        .as_deref()
+                        .is_none_or(|t| t == input.target)
+            })
+    });
     for r in selected {
-        if let Some(hold) = block
-            .and_then(|b| retry_denial(b, input, !plan.continuing.is_empty(), &rolled_not_serving))
+        if let Some(hold) =
+            block.and_then(|b| retry_denial(b, input, attempt_in_flight, &rolled_not_serving))
         {
             plan.waiting.push(r.index);
             plan.hold.get_or_insert(hold);
@@ -468,12 +555,8 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
     }
     // Under SurgeThenDrain, more rolled Instances not serving than maxUnavailable allows keep
     // every surge source in rotation; a withheld drain is always reported.
-    let floor = crate::strategy::scale_budget(
-        input.strategy.max_unavailable.as_ref().map(|b| &b.value),
-        input.desired,
-    )?;
     let draining = rows.iter().any(|r| is_surge_step(r));
-    if let Some(b) = floor
+    if let Some(b) = max_unavailable
         .filter(|b| arm == BudgetArm::Surge && draining && rolled_not_serving.len() as u32 > *b)
     {
         plan.hold = Some(Hold {
@@ -485,7 +568,26 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
             target: Some(input.target.to_string()),
         });
     }
+    // A held repair is the component's hold when the rollout has none (it names no target).
+    if plan.hold.is_none() {
+        plan.hold = repair_hold;
+    }
     Ok(plan)
+}
+
+/// The Instance serves, but a pod restarted a container after the Instance was Ready and has
+/// not been Ready again for the restart window: it still holds a slot.
+fn settling(instance: &InstanceFacts<'_>, input: &PassInput<'_>) -> bool {
+    let Some(ready_since) = instance.row.ready_since.as_ref() else {
+        return false;
+    };
+    instance.pods.iter().any(|p| {
+        p.ready_after_restart.is_some_and(|t| {
+            t > ready_since.0
+                && t.checked_add(input.restart_window)
+                    .is_ok_and(|end| end > input.now)
+        })
+    })
 }
 
 fn not_serving_clause(target: &str, rolled_not_serving: &[i32]) -> String {

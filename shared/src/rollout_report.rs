@@ -57,6 +57,10 @@ pub struct RolloutReport {
     pub partition_held: Vec<i32>,
     /// `InPlaceOnly` refusals, with the controller's warning.
     pub refused: Vec<String>,
+    /// Crash-looping Instances the next pass repairs (recreates), charged to maxUnavailable.
+    pub repairs: Vec<i32>,
+    /// Crash-loop repairs that budget holds, with the controller's `RepairHeld` warning.
+    pub repairs_held: Vec<String>,
     /// Why the plan stops short of moving every Instance, if it does.
     pub stops: Option<String>,
     /// For a surge: where the first wave's extra pods would land, by the scheduler simulation.
@@ -100,8 +104,13 @@ pub fn operator_defaults(snapshot: &Snapshot) -> Result<(OperatorDefaults, Strin
 }
 
 /// What to do about a hold, from the spec's "When a rollout doesn't move".
-pub fn advice(gate: HoldGate, reason: &str) -> String {
-    match gate {
+pub fn advice(hold: &RolloutHold) -> String {
+    let reason = hold.reason.as_str();
+    match hold.gate {
+        // Only a crash-loop repair's hold names no target revision.
+        HoldGate::Budget if hold.target.is_none() => {
+            "crash-loop repairs wait for maxUnavailable: fix the crashing container (see its logs and the Instance's lastFailure), or raise maxUnavailable".into()
+        }
         HoldGate::Budget if reason.contains(" pod ") || reason.contains(" pods ") => {
             "a pod holds the slot: wait for it to go (a Terminating pod stops counting when its deletion grace ends); do not raise the budget for this".into()
         }
@@ -215,6 +224,12 @@ pub fn report(
                     (Some(hash), Some(revision)) => revision.ends_with(&format!("-{hash}")),
                     _ => true,
                 },
+                crash_looping: p.pod.crash_looping(),
+                ready_after_restart: p
+                    .pod
+                    .condition("Ready")
+                    .filter(|c| c.status == "True" && p.pod.restarted())
+                    .and_then(|c| c.last_transition_time),
             })
             .collect()
     };
@@ -225,6 +240,18 @@ pub fn report(
     let budget = resolved
         .budget(desired)
         .map_err(|e| format!("the {} budget {e}", resolved.arm().field()))?;
+
+    let restart_window = crate::rollout::restart_window(
+        replica
+            .and_then(|r| r.spec.min_ready_seconds)
+            .unwrap_or_else(|| {
+                strategy::min_ready_seconds(
+                    spec.and_then(|s| s.lifecycle.as_ref()),
+                    runtime.and_then(|s| s.lifecycle.as_ref()),
+                )
+            }),
+        defaults.stuck_pod_grace(),
+    );
 
     // Pass by pass until nothing more starts.
     let mut state = rows.clone();
@@ -256,6 +283,7 @@ pub fn report(
             partition,
             change: change.unwrap_or(Change::Other),
             now: cluster.now,
+            restart_window,
         })
         .map_err(|e| e.to_string())?;
         let done: Vec<i32> = plan
@@ -355,9 +383,11 @@ pub fn report(
         in_flight: first.continuing.clone(),
         partition_held: first.partition_held.clone(),
         refused: first.refused.iter().map(|r| r.1.clone()).collect(),
+        repairs: first.repairs.clone(),
+        repairs_held: first.repairs_held.iter().map(|r| r.1.clone()).collect(),
         stops,
         surge,
-        advice: hold.as_ref().map(|h| advice(h.gate, &h.reason)),
+        advice: hold.as_ref().map(advice),
         hold,
         retry_blocks: status.map(|s| s.retry_blocks.clone()).unwrap_or_default(),
         staged: partition.and_then(|p| staged_message(&refs, &target, p, desired)),

@@ -384,6 +384,9 @@ impl Snapshot {
 /// before `metadata`, `spec` and `status` in everything the API server and kubectl print, so the
 /// type of the body is known when it starts. Anything else fails fast and is left to the general
 /// read, which takes two passes (the header, then the typed object) and locates errors.
+// One exists at a time, moved straight into the snapshot: boxing the pod would only add an
+// allocation per pod.
+#[allow(clippy::large_enum_variant)]
 enum CoreObject {
     Node(Node),
     Pod(Pod),

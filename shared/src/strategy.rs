@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::SignedDuration;
 use serde::{Deserialize, Serialize};
 
 use crate::api::component::ComponentKind;
@@ -111,6 +112,19 @@ pub struct OperatorDefaults {
     pub update_strategy: BTreeMap<ComponentKind, ComponentDefaults>,
     /// Non-live revisions kept per component (`ome.controller.lifecycle.revisionHistoryLimit`).
     pub revision_history_limit: Option<u32>,
+    /// How long a pod may stay stuck before its Instance fails
+    /// (`ome.controller.lifecycle.stuckPodGracePeriod`); None is the chart's 60s.
+    pub stuck_pod_grace_period: Option<SignedDuration>,
+}
+
+/// The chart's `stuckPodGracePeriod`.
+pub const STUCK_POD_GRACE_PERIOD: SignedDuration = SignedDuration::from_secs(60);
+
+impl OperatorDefaults {
+    pub fn stuck_pod_grace(&self) -> SignedDuration {
+        self.stuck_pod_grace_period
+            .unwrap_or(STUCK_POD_GRACE_PERIOD)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -131,12 +145,14 @@ impl OperatorDefaults {
                 .map(|k| (k, component.clone()))
                 .collect(),
             revision_history_limit: Some(10),
+            stuck_pod_grace_period: Some(STUCK_POD_GRACE_PERIOD),
         }
     }
 
     /// Reads OME's `inferenceservice-config` ConfigMap: `deploy` holds
     /// `{"updateStrategy": {"engine": {"type", "maxSurge", "maxUnavailable"}, ...}}` and
-    /// `lifecycle` holds `{"revisionHistoryLimit": N}`; other keys are OME's own business.
+    /// `lifecycle` holds `{"revisionHistoryLimit": N, "stuckPodGracePeriod": "60s"}`; other
+    /// keys are OME's own business.
     pub fn from_config_map(config_map: &ConfigMap) -> Result<OperatorDefaults, DefaultsError> {
         #[derive(Deserialize, Default)]
         #[serde(rename_all = "camelCase")]
@@ -149,6 +165,8 @@ impl OperatorDefaults {
         struct Lifecycle {
             #[serde(default)]
             revision_history_limit: Option<u32>,
+            #[serde(default)]
+            stuck_pod_grace_period: Option<String>,
         }
         let data = config_map.data.as_ref();
         let key = |k: &str| data.and_then(|d| d.get(k));
@@ -162,9 +180,23 @@ impl OperatorDefaults {
                 .map_err(|e| DefaultsError(format!("{OPERATOR_CONFIG_MAP} key lifecycle: {e}")))?,
             None => Lifecycle::default(),
         };
+        let stuck_pod_grace_period = lifecycle
+            .stuck_pod_grace_period
+            .map(|text| {
+                crate::duration::parse_go_duration(&text)
+                    .ok()
+                    .filter(|d| d.is_positive())
+                    .ok_or_else(|| {
+                        DefaultsError(format!(
+                            "{OPERATOR_CONFIG_MAP} key lifecycle: stuckPodGracePeriod {text:?} is not a positive duration such as 60s"
+                        ))
+                    })
+            })
+            .transpose()?;
         let defaults = OperatorDefaults {
             update_strategy: deploy.update_strategy,
             revision_history_limit: lifecycle.revision_history_limit,
+            stuck_pod_grace_period,
         };
         defaults.validate()?;
         Ok(defaults)

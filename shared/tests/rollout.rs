@@ -6,10 +6,10 @@ use alfred::api::lifecycle::UpdateStrategy;
 use alfred::api::replica::{HoldGate, InstanceStatus, RetryBlock};
 use alfred::rollout::{
     Change, InstanceFacts, Mechanism, PassInput, PassPlan, PodFact, mechanism, partition_held,
-    plan_pass, staged_message,
+    plan_pass, restart_window, staged_message,
 };
 use alfred::strategy::{OperatorDefaults, ResolvedStrategy, resolve};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 
 const OLD: &str = "chat-engine-1a2b3c4d";
@@ -17,6 +17,11 @@ const NEW: &str = "chat-engine-7b4c2e19";
 
 fn now() -> Timestamp {
     "2026-09-28T10:15:00Z".parse().unwrap()
+}
+
+/// The restart window with no minReadySeconds and the chart's 60s stuck-pod grace.
+fn window() -> SignedDuration {
+    restart_window(0, OperatorDefaults::default().stuck_pod_grace())
 }
 
 fn strategy(value: serde_json::Value) -> ResolvedStrategy {
@@ -73,6 +78,7 @@ fn pass<'a>(
         partition,
         change: Change::ImagesOnly,
         now: now(),
+        restart_window: window(),
     })
     .unwrap()
 }
@@ -230,6 +236,7 @@ fn in_place_only_refusals_do_not_start_or_charge() {
         partition: None,
         change: Change::Other,
         now: now(),
+        restart_window: window(),
     })
     .unwrap();
     assert!(p.starts.is_empty());
@@ -304,6 +311,8 @@ fn pod<'a>(name: &'a str, deletion: Option<&str>, on_running: bool) -> PodFact<'
         name,
         deletion: deletion.map(|d| d.parse().unwrap()),
         on_running_revision: on_running,
+        crash_looping: false,
+        ready_after_restart: None,
     }
 }
 
@@ -385,6 +394,7 @@ fn an_eight_pod_instance_draining_holds_one_slot() {
         partition: None,
         change: Change::Other,
         now: now(),
+        restart_window: window(),
     })
     .unwrap();
     assert_eq!(
@@ -454,6 +464,7 @@ proptest::proptest! {
         budget in 0i32..4,
         partition in 0i32..5,
         surge in proptest::bool::ANY,
+        crashes in proptest::collection::vec(proptest::bool::ANY, 10),
     ) {
         let rows: Vec<InstanceStatus> = phases
             .iter()
@@ -475,13 +486,36 @@ proptest::proptest! {
         } else {
             strategy(json!({"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": budget}}))
         };
-        let p = pass(facts(&rows), &s, Some(partition), &[]);
+        const NAMES: [&str; 10] = ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9"];
+        let mut f = facts(&rows);
+        for (k, fact) in f.iter_mut().enumerate() {
+            if crashes[k] {
+                fact.pods = vec![crash_looping(NAMES[k])];
+            }
+        }
+        let p = pass(f, &s, Some(partition), &[]);
         let b = budget as u32;
-        proptest::prop_assert!(p.starts.is_empty() || p.prior + p.starts.len() as u32 <= b,
-            "prior {} + starts {:?} over budget {}", p.prior, p.starts, b);
+        // Repairs take the unavailability arm's slots too (those of Instances not already
+        // holding one as rolled and not serving).
+        let repair_charge = if surge {
+            0
+        } else {
+            p.repairs.iter().filter(|&&i| phases[i as usize] != 2).count() as u32
+        };
+        proptest::prop_assert!(
+            p.starts.is_empty() || p.prior + repair_charge + p.starts.len() as u32 <= b,
+            "prior {} + repairs {:?} + starts {:?} over budget {}", p.prior, p.repairs, p.starts, b);
         for (i, _) in &p.starts {
             proptest::prop_assert!(!p.partition_held.contains(i));
+            proptest::prop_assert!(!p.repairs.contains(i), "{i} both updated and repaired");
         }
+        // Repairs: only crash-looping Instances no operation owns, within maxUnavailable
+        // counted with the recreates in flight (SurgeThenDrain here sets no maxUnavailable).
+        for &i in &p.repairs {
+            proptest::prop_assert!(crashes[i as usize] && rows[i as usize].operation.is_none());
+        }
+        let recreating = if surge { 0 } else { phases.iter().filter(|&&x| x == 3).count() as u32 };
+        proptest::prop_assert!(surge || p.repairs.is_empty() || recreating + p.repairs.len() as u32 <= b);
     }
 }
 
@@ -769,4 +803,183 @@ fn what_an_edit_changes() {
         None,
         "replicas and strategy are not in the template"
     );
+}
+
+fn crash_looping<'a>(name: &'a str) -> PodFact<'a> {
+    PodFact {
+        crash_looping: true,
+        ..pod(name, None, true)
+    }
+}
+
+/// A row on `revision` whose only pod crash-loops: it serves nothing.
+fn crashing(index: i32, revision: &str) -> InstanceStatus {
+    with(row(index, revision), json!({"servingPodCount": 0}))
+}
+
+#[test]
+fn crash_loop_repairs_are_capped_by_max_unavailable_under_every_strategy() {
+    let rows = vec![
+        crashing(0, NEW),
+        crashing(1, NEW),
+        with(
+            row(2, NEW),
+            json!({"phase": "Restarting", "operation": {"type": "Restart", "step": "Drain"}}),
+        ),
+        row(3, NEW),
+    ];
+    let with_pods = || {
+        let mut f = facts(&rows);
+        f[0].pods = vec![crash_looping("c-0-default-0")];
+        f[1].pods = vec![crash_looping("c-1-default-0")];
+        // A pod already being deleted is OME's repair in progress, not a new one.
+        f[2].pods = vec![PodFact {
+            deletion: Some("2026-09-28T10:16:00Z".parse().unwrap()),
+            ..crash_looping("c-2-default-0")
+        }];
+        f
+    };
+    // maxUnavailable 2 (SurgeThenDrain reads maxSurge for updates, never for repairs): the
+    // repair in flight and one more.
+    let s = strategy(
+        json!({"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 5, "maxUnavailable": 2}}),
+    );
+    let p = pass(with_pods(), &s, None, &[]);
+    assert_eq!(p.repairs, vec![0]);
+    assert_eq!(
+        p.repairs_held,
+        vec![(
+            1,
+            "OMENative component=engine instance=1 crash-loop repair held by Budget: per-Component unavailability budget 2 exhausted (would become 3)".to_string()
+        )]
+    );
+    // The held repair is the component's hold, without a target revision, when the rollout
+    // has none (with maxSurge 1 the two rolled Instances not serving would be the hold).
+    let hold = p.hold.unwrap();
+    assert_eq!(hold.gate, HoldGate::Budget);
+    assert_eq!(
+        hold.reason,
+        "per-Component unavailability budget 2 exhausted (would become 3)"
+    );
+    assert_eq!(hold.target, None);
+
+    // A zero maxUnavailable holds every repair; no cap repairs all.
+    let zero =
+        strategy(json!({"type": "InPlaceIfPossible", "rollingUpdate": {"maxUnavailable": 0}}));
+    let p = pass(with_pods(), &zero, None, &[]);
+    assert!(p.repairs.is_empty());
+    assert_eq!(p.repairs_held.len(), 2);
+    let uncapped = strategy(json!({"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}}));
+    assert_eq!(pass(with_pods(), &uncapped, None, &[]).repairs, vec![0, 1]);
+}
+
+#[test]
+fn a_repair_shares_the_unavailability_budget_with_recreates() {
+    // Instance 0 crash-loops on the prior revision: the update recreates it, no repair.
+    // Instance 2 crash-loops on the target: repaired, and it already holds its slot as a rolled
+    // Instance not serving, so the repair costs nothing more.
+    let rows = vec![crashing(0, OLD), row(1, OLD), crashing(2, NEW), row(3, OLD)];
+    let mut f = facts(&rows);
+    f[0].pods = vec![crash_looping("c-0-default-0")];
+    f[2].pods = vec![crash_looping("c-2-default-0")];
+    let s = strategy(json!({"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 2}}));
+    let p = pass(f, &s, None, &[]);
+    assert_eq!(p.repairs, vec![2]);
+    assert_eq!(p.starts, vec![(0, Mechanism::Recreate)]);
+    assert_eq!(p.waiting, vec![1, 3]);
+    assert_eq!(
+        p.hold.unwrap().reason,
+        format!(
+            "per-Component unavailability budget 2 exhausted (would become 3); Instance(s) 2 on revision {NEW} not serving"
+        )
+    );
+}
+
+#[test]
+fn an_instance_restarted_after_ready_holds_a_slot_for_the_restart_window() {
+    // Ready since 10:00; its pod restarted a container and has been Ready again since 10:14:30.
+    let rows = vec![
+        with(row(0, NEW), json!({"readySince": "2026-09-28T10:00:00Z"})),
+        row(1, OLD),
+    ];
+    let restarted = |ready_again: &str| {
+        let mut f = facts(&rows);
+        f[0].pods = vec![PodFact {
+            ready_after_restart: Some(ready_again.parse().unwrap()),
+            ..pod("c-0-default-0", None, true)
+        }];
+        f
+    };
+    let s = strategy(json!({"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 1}}));
+    // 30 s into the 60 s window (minReadySeconds 0, stuck-pod grace 60s): still a slot.
+    let p = pass(restarted("2026-09-28T10:14:30Z"), &s, None, &[]);
+    assert!(p.starts.is_empty());
+    assert_eq!(
+        p.hold.unwrap().reason,
+        format!(
+            "per-Component unavailability budget 1 exhausted (would become 2); Instance(s) 0 on revision {NEW} not serving"
+        )
+    );
+    // Exactly at the window's end, and past it: the slot is free.
+    for ready_again in ["2026-09-28T10:14:00Z", "2026-09-28T10:13:00Z"] {
+        let p = pass(restarted(ready_again), &s, None, &[]);
+        assert_eq!(p.starts, vec![(1, Mechanism::Recreate)], "{ready_again}");
+    }
+    // A restart before the Instance was Ready is part of its start, not a restart after Ready.
+    let early = vec![
+        with(row(0, NEW), json!({"readySince": "2026-09-28T10:14:50Z"})),
+        row(1, OLD),
+    ];
+    let mut f = facts(&early);
+    f[0].pods = vec![PodFact {
+        ready_after_restart: Some("2026-09-28T10:14:30Z".parse().unwrap()),
+        ..pod("c-0-default-0", None, true)
+    }];
+    assert_eq!(
+        pass(f, &s, None, &[]).starts,
+        vec![(1, Mechanism::Recreate)]
+    );
+    // The window is max(minReadySeconds, the stuck-pod grace in whole seconds up).
+    let grace = SignedDuration::from_millis(60_500);
+    assert_eq!(restart_window(0, grace), SignedDuration::from_secs(61));
+    assert_eq!(restart_window(300, grace), SignedDuration::from_secs(300));
+}
+
+#[test]
+fn retry_in_progress_waits_only_for_an_attempt_toward_its_revision() {
+    let retrying: Vec<RetryBlock> =
+        serde_json::from_value(json!([{"targetRevision": NEW, "state": "RetryInProgress",
+        "attemptsStarted": 2, "reason": "CreateContainerConfigError"}]))
+        .unwrap();
+    let s = strategy(json!({"type": "RecreatePod"}));
+    let updating_to = |revision: &str| {
+        vec![
+            with(
+                row(0, OLD),
+                json!({"phase": "Updating",
+                       "operation": {"type": "Update", "step": "Drain", "targetRevision": revision}}),
+            ),
+            row(1, OLD),
+        ]
+    };
+    // An attempt toward the blocked revision runs: the next one waits.
+    let rows = updating_to(NEW);
+    let p = pass(facts(&rows), &s, None, &retrying);
+    assert_eq!(p.hold.unwrap().gate, HoldGate::RetryBlock);
+    assert_eq!(p.waiting, vec![1]);
+    // An update still running toward an older revision is no attempt of this one.
+    let rows = updating_to("chat-engine-00000000");
+    let p = pass(facts(&rows), &s, None, &retrying);
+    assert_eq!(p.starts, vec![(1, Mechanism::Recreate)]);
+    // A failed attempt keeping its claim is not in flight either.
+    let rows = vec![
+        with(
+            row(0, OLD),
+            json!({"phase": "Failed",
+                   "operation": {"type": "Update", "step": "Drain", "targetRevision": NEW}}),
+        ),
+        row(1, OLD),
+    ];
+    let p = pass(facts(&rows), &s, None, &retrying);
+    assert_eq!(p.starts, vec![(1, Mechanism::Recreate)]);
 }

@@ -119,3 +119,53 @@ fn a_surge_without_room_is_predicted_pending_by_the_simulator() {
         vec![1]
     );
 }
+
+#[test]
+fn crash_loops_and_restarts_are_read_from_the_pods() {
+    // Steady on one revision, RecreatePod with maxUnavailable 1 (2 of 4 Instances at 25%
+    // rounds up to 1). Instance 1 is recreating; Instance 2's container crash-loops.
+    let pod = |i: i32, status: serde_json::Value| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("chat-engine-{i}-default-0"), "namespace": "prod",
+            "labels": {"ome.io/inferenceservice": "chat", "component": "engine", "ome.io/instance-index": i.to_string(), "ome.io/runner": "default"}},
+        "spec": {"containers": [{"name": "c"}]},
+        "status": status})
+    };
+    let crash_loop = json!({"phase": "Running", "containerStatuses": [{"name": "c", "restartCount": 7,
+        "ready": false, "image": "sglang:v1", "imageID": "",
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}}}]});
+    let row = |index: i32, patch: serde_json::Value| {
+        let mut r = json!({"index": index, "phase": "Ready", "runningRevision": "chat-engine-aaaaaaaa",
+            "podCount": 1, "servingPodCount": 1, "activeOrdinal": 0});
+        for (k, v) in patch.as_object().unwrap() {
+            r[k] = v.clone();
+        }
+        r
+    };
+    let items = json!([
+        pod(0, json!({"phase": "Running"})), pod(2, crash_loop),
+        {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "chat", "namespace": "prod"},
+         "spec": {"deploymentMode": "OMENative", "engine": {"minReplicas": 4,
+            "lifecycle": {"updateStrategy": {"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": "25%"}}}}}},
+        {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "metadata": {"name": "chat-engine", "namespace": "prod"},
+         "spec": {"component": "engine", "parentRef": {"name": "chat"}, "replicas": 4, "runners": [{"name": "default"}]},
+         "status": {"currentRevision": "chat-engine-aaaaaaaa", "updateRevision": "chat-engine-aaaaaaaa",
+            "instanceStatuses": [row(0, json!({})),
+                row(1, json!({"phase": "Restarting", "servingPodCount": 0, "operation": {"type": "Restart", "step": "Drain"}})),
+                row(2, json!({"servingPodCount": 0})), row(3, json!({}))]}}
+    ]);
+    let snapshot =
+        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
+            .unwrap();
+    let config = Config::default();
+    let cluster = Cluster::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
+    let ctx = alfred::decision::Context::new(&cluster, &snapshot, &config);
+    let r = report(&ctx, "prod/chat", None, None).unwrap();
+    assert!(r.repairs.is_empty());
+    assert_eq!(
+        r.repairs_held,
+        vec![
+            "OMENative component=engine instance=2 crash-loop repair held by Budget: per-Component unavailability budget 1 exhausted (would become 2)"
+        ]
+    );
+}

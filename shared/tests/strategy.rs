@@ -8,6 +8,7 @@ use alfred::strategy::{
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::SignedDuration;
 use serde_json::json;
 
 fn strategy(value: serde_json::Value) -> UpdateStrategy {
@@ -63,6 +64,7 @@ fn the_defaults_chain_in_every_combination() {
         )]
         .into(),
         revision_history_limit: None,
+        stuck_pod_grace_period: None,
     };
     let none = OperatorDefaults::default();
     let chart = OperatorDefaults::chart();
@@ -386,13 +388,30 @@ fn operator_defaults_from_the_config_map() {
         "data": {
             "deploy": r#"{"defaultDeploymentMode": "RawDeployment",
                           "updateStrategy": {"engine": {"type": "InPlaceIfPossible", "maxUnavailable": 1}}}"#,
-            "lifecycle": r#"{"revisionHistoryLimit": 4}"#,
+            "lifecycle": r#"{"revisionHistoryLimit": 4, "stuckPodGracePeriod": "1m30s"}"#,
             "ingress": "{}"
         }
     }))
     .unwrap();
     let d = OperatorDefaults::from_config_map(&cm).unwrap();
     assert_eq!(d.revision_history_limit, Some(4));
+    assert_eq!(d.stuck_pod_grace(), SignedDuration::from_secs(90));
+    assert_eq!(
+        OperatorDefaults::default().stuck_pod_grace(),
+        SignedDuration::from_secs(60),
+        "the chart's 60s when the ConfigMap names none"
+    );
+    let bad_grace: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "inferenceservice-config"},
+        "data": {"lifecycle": r#"{"stuckPodGracePeriod": "soon"}"#}
+    }))
+    .unwrap();
+    assert_eq!(
+        OperatorDefaults::from_config_map(&bad_grace)
+            .unwrap_err()
+            .to_string(),
+        r#"inferenceservice-config key lifecycle: stuckPodGracePeriod "soon" is not a positive duration such as 60s"#
+    );
     let r = resolve(ComponentKind::Engine, None, None, &d);
     assert_eq!(r.type_.value, UpdateStrategyType::InPlaceIfPossible);
     assert_eq!(r.max_unavailable.unwrap().value, IntOrString::Int(1));

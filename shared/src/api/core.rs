@@ -370,6 +370,43 @@ pub struct PodStatus {
     /// When the kubelet started the pod (recent-placement cooldown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Timestamp>,
+    /// The app containers' restarts and waiting states (crash loops, restart windows).
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub container_statuses: Vec<ContainerStatus>,
+}
+
+/// What the kubelet reports of one container; only what rollouts read.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStatus {
+    #[serde(default, deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub restart_count: i32,
+    #[serde(default, deserialize_with = "nullable")]
+    pub state: ContainerState,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerState {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<ContainerWaiting>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerWaiting {
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub reason: String,
 }
 
 impl Pod {
@@ -383,6 +420,24 @@ impl Pod {
 
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.status.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// A container waits in `CrashLoopBackOff`: it keeps exiting and the kubelet backs off.
+    pub fn crash_looping(&self) -> bool {
+        self.status.container_statuses.iter().any(|c| {
+            c.state
+                .waiting
+                .as_ref()
+                .is_some_and(|w| w.reason == "CrashLoopBackOff")
+        })
+    }
+
+    /// A container has restarted since the pod started.
+    pub fn restarted(&self) -> bool {
+        self.status
+            .container_statuses
+            .iter()
+            .any(|c| c.restart_count > 0)
     }
 }
 
