@@ -362,6 +362,24 @@ p1 = find("Pod", "chat", "qwen3-8b-a100-engine-1-default-0")
 p1["metadata"]["labels"].update({"ome.io/revision-hash": new_hash, "ome.io/instance-incarnation": "2"})
 p1["spec"]["containers"][0]["image"] = "docker.io/lmsysorg/sglang:v0.5.4-cu129"
 
+# mistral-chat: Instance 1's container crash-loops. OME repairs it (recreates it) within
+# maxUnavailable, which SurgeThenDrain leaves unset here: `rollout status` lists the repair.
+p1 = find("Pod", "chat", "mistral-chat-engine-1-default-0")
+for c in p1["status"]["conditions"]:
+    if c["type"] in ("Ready", "ContainersReady"):
+        c.update({"status": "False", "lastTransitionTime": ago(9)})
+p1["status"]["containerStatuses"] = [{
+    "name": "ome-container", "image": "docker.io/lmsysorg/sglang:v0.5.3-cu129", "imageID": "", "ready": False,
+    "restartCount": 6, "started": False,
+    "state": {"waiting": {"reason": "CrashLoopBackOff",
+                          "message": "back-off 5m0s restarting failed container=ome-container pod=mistral-chat-engine-1-default-0"}}}]
+ir = find("InferenceReplica", "chat", "mistral-chat-engine")
+ir["status"]["instanceStatuses"][1].update({"readyPodCount": 0, "servingPodCount": 0, "availablePodCount": 0})
+ir["status"].update({"readyReplicas": 1, "servingReplicas": 1, "availableReplicas": 1, "updatedReadyReplicas": 1})
+ir["status"]["conditions"][0] = {"type": "Ready", "status": "False", "reason": "ReplicaCountMismatch",
+                                 "message": "1/2 Instances serving, need 2 (no rollout in flight)",
+                                 "lastTransitionTime": ago(9)}
+
 # qwen3-8b-a100's revision history: 12 older revisions, the current one and the new target.
 def controller_revision(ns, replica_name, name, number):
     return {"apiVersion": "apps/v1", "kind": "ControllerRevision",

@@ -51,9 +51,19 @@ fn live_reads_equal_snapshot_reads() {
     for args in [
         vec!["rollout", "status", "chat/qwen3-8b-canary", "--now", NOW],
         vec!["rollout", "status", "chat/qwen3-8b-a100", "--now", NOW],
+        // A crash-looping pod: its container statuses come through the live read.
+        vec!["rollout", "status", "chat/mistral-chat", "--now", NOW],
+        vec!["rollout", "plan", "chat/qwen3-8b-canary", "--now", NOW],
     ] {
         let live = cluster.alfred(&args);
         assert!(live.status.success(), "{}", stderr(&live));
+        if args[2] == "chat/mistral-chat" {
+            assert!(
+                stdout(&live).contains("Crash-loop repairs the next pass starts: Instance(s) 1"),
+                "{}",
+                stdout(&live)
+            );
+        }
         let mut from_file = args.clone();
         let path = snapshot.display().to_string();
         from_file.extend(["-f", &path]);
