@@ -256,6 +256,16 @@ fn memory(pid: u32) -> Option<String> {
     ))
 }
 
+/// The process's CPU time (user + system), from `/proc/PID/stat` in clock ticks of 10 ms.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces: utime and stime are 14th and 15th.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
 // One thread: the generator shares the machine with the server and should take little of it.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), String> {
@@ -270,6 +280,7 @@ async fn main() -> Result<(), String> {
     for _ in 0..args.connections {
         senders.push(open(&tls, args.addr, args.http2).await?);
     }
+    let cpu_before = args.pid.and_then(cpu_seconds);
     let start = Instant::now() + Duration::from_millis(50);
     let end = start + args.duration;
     let mut tasks = Vec::new();
@@ -296,6 +307,11 @@ async fn main() -> Result<(), String> {
             all.first_error = t.first_error;
         }
     }
+    let cpu = args
+        .pid
+        .and_then(cpu_seconds)
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     all.micros.sort_unstable();
     let n = all.micros.len();
     let pct = |p: f64| {
@@ -325,6 +341,14 @@ async fn main() -> Result<(), String> {
     }
     if let Some(m) = args.pid.and_then(memory) {
         println!("{m}");
+    }
+    // What a review costs the server, steadier than the rate on a shared machine.
+    if let Some(cpu) = cpu.filter(|_| n > 0) {
+        println!(
+            "webhook CPU: {:.2} cores busy, {:.1} µs per review",
+            cpu / args.duration.as_secs_f64(),
+            cpu * 1e6 / n as f64
+        );
     }
     if all.errors > 0 {
         return Err(format!("{} reviews failed", all.errors));
