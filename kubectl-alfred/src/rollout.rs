@@ -271,6 +271,9 @@ fn status_text(r: &RolloutReport) -> Result<String> {
                 .unwrap_or_default()
         )?;
     }
+    for held in &r.retry_held {
+        writeln!(out, "RetryHeld: {held}")?;
+    }
     if !r.repairs.is_empty() {
         writeln!(
             out,

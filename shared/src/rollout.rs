@@ -838,3 +838,13 @@ pub fn gang_held(component: ComponentKind, index: i32, pinned: &str, surge_index
         event_key(component, index)
     )
 }
+
+/// The Warning OME records once per Held retry block (omenative-reference.md §3.6).
+pub fn retry_held(replica: &str, component: ComponentKind, block: &RetryBlock) -> String {
+    format!(
+        "InferenceReplica {replica} component={component} update to revision {} held after {} failed attempt(s) (last failure: {}); publish a corrected revision or raise lifecycle.updateRetry limits",
+        block.target_revision,
+        block.attempts_started,
+        block.reason.as_deref().unwrap_or("unknown")
+    )
+}

@@ -5,7 +5,9 @@
 use serde::Serialize;
 
 use crate::api::component::ComponentKind;
-use crate::api::replica::{HoldGate, InstancePhase, InstanceStatus, RetryBlock, RolloutHold};
+use crate::api::replica::{
+    HoldGate, InstancePhase, InstanceStatus, RetryBlock, RetryBlockState, RolloutHold,
+};
 use crate::cluster::Cluster;
 use crate::decision::Context;
 use crate::rollout::{
@@ -68,6 +70,8 @@ pub struct RolloutReport {
     pub hold: Option<RolloutHold>,
     pub advice: Option<String>,
     pub retry_blocks: Vec<RetryBlock>,
+    /// OME's `RetryHeld` warning for each Held block.
+    pub retry_held: Vec<String>,
     pub staged: Option<String>,
     pub revision_history_limit: Option<u32>,
     /// The component's revisions (when the snapshot holds them): kept and pruned, oldest first.
@@ -390,6 +394,15 @@ pub fn report(
         advice: hold.as_ref().map(advice),
         hold,
         retry_blocks: status.map(|s| s.retry_blocks.clone()).unwrap_or_default(),
+        retry_held: status
+            .map(|s| s.retry_blocks.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter(|b| b.state == RetryBlockState::Held)
+            .map(|b| {
+                crate::rollout::retry_held(&format!("{}/{replica_name}", w.namespace), kind, b)
+            })
+            .collect(),
         staged: partition.and_then(|p| staged_message(&refs, &target, p, desired)),
         revision_history_limit: limit,
         revisions_kept: kept.into_iter().map(str::to_string).collect(),

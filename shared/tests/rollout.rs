@@ -983,3 +983,15 @@ fn retry_in_progress_waits_only_for_an_attempt_toward_its_revision() {
     let p = pass(facts(&rows), &s, None, &retrying);
     assert_eq!(p.starts, vec![(1, Mechanism::Recreate)]);
 }
+
+#[test]
+fn the_retry_held_warning() {
+    let block: RetryBlock =
+        serde_json::from_value(json!({"targetRevision": "chat-engine-1f2a3b4c",
+        "state": "Held", "attemptsStarted": 3, "reason": "ImagePullBackOff"}))
+        .unwrap();
+    assert_eq!(
+        alfred::rollout::retry_held("prod/chat-engine", ComponentKind::Engine, &block),
+        "InferenceReplica prod/chat-engine component=engine update to revision chat-engine-1f2a3b4c held after 3 failed attempt(s) (last failure: ImagePullBackOff); publish a corrected revision or raise lifecycle.updateRetry limits"
+    );
+}

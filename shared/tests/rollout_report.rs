@@ -150,6 +150,8 @@ fn crash_loops_and_restarts_are_read_from_the_pods() {
         {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "metadata": {"name": "chat-engine", "namespace": "prod"},
          "spec": {"component": "engine", "parentRef": {"name": "chat"}, "replicas": 4, "runners": [{"name": "default"}]},
          "status": {"currentRevision": "chat-engine-aaaaaaaa", "updateRevision": "chat-engine-aaaaaaaa",
+            "retryBlocks": [{"targetRevision": "chat-engine-cccccccc", "state": "Held", "attemptsStarted": 3,
+                "reason": "ImagePullBackOff"}],
             "instanceStatuses": [row(0, json!({})),
                 row(1, json!({"phase": "Restarting", "servingPodCount": 0, "operation": {"type": "Restart", "step": "Drain"}})),
                 row(2, json!({"servingPodCount": 0})), row(3, json!({}))]}}
@@ -162,6 +164,13 @@ fn crash_loops_and_restarts_are_read_from_the_pods() {
     let ctx = alfred::decision::Context::new(&cluster, &snapshot, &config);
     let r = report(&ctx, "prod/chat", None, None).unwrap();
     assert!(r.repairs.is_empty());
+    // An earlier revision that used up its attempts: the warning OME recorded for it.
+    assert_eq!(
+        r.retry_held,
+        vec![
+            "InferenceReplica prod/chat-engine component=engine update to revision chat-engine-cccccccc held after 3 failed attempt(s) (last failure: ImagePullBackOff); publish a corrected revision or raise lifecycle.updateRetry limits"
+        ]
+    );
     assert_eq!(
         r.repairs_held,
         vec![
