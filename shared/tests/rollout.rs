@@ -457,7 +457,7 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
 
     /// A pass never charges past the budget it reads, and never starts an Instance the partition
-    /// holds.
+    /// or a retry block holds.
     #[test]
     fn plans_respect_the_budget_and_the_partition(
         phases in proptest::collection::vec(0u8..6, 1..10),
@@ -465,6 +465,7 @@ proptest::proptest! {
         partition in 0i32..5,
         surge in proptest::bool::ANY,
         crashes in proptest::collection::vec(proptest::bool::ANY, 10),
+        block in 0u8..4,
     ) {
         let rows: Vec<InstanceStatus> = phases
             .iter()
@@ -493,8 +494,21 @@ proptest::proptest! {
                 fact.pods = vec![crash_looping(NAMES[k])];
             }
         }
-        let p = pass(f, &s, Some(partition), &[]);
+        // No block, or one in each state on the target revision.
+        let blocks: Vec<RetryBlock> = match block {
+            0 => Vec::new(),
+            k => {
+                let state = ["Backoff", "Held", "RetryInProgress"][k as usize - 1];
+                serde_json::from_value(json!([{"targetRevision": NEW, "state": state,
+                    "attemptsStarted": 1, "nextRetryAt": "2026-09-28T10:20:00Z"}])).unwrap()
+            }
+        };
+        let p = pass(f, &s, Some(partition), &blocks);
         let b = budget as u32;
+        // A Held revision starts nothing; neither does one in backoff before its retry time.
+        if block == 1 || block == 2 {
+            proptest::prop_assert!(p.starts.is_empty(), "{:?} started under a block", p.starts);
+        }
         // Repairs take the unavailability arm's slots too (those of Instances not already
         // holding one as rolled and not serving).
         let repair_charge = if surge {
