@@ -2,20 +2,35 @@
 
 use alfred::cluster::Cluster;
 use alfred::config::Config;
-use alfred::rollout_report::report;
+use alfred::rollout_report::{RolloutReport, report};
 use alfred::snapshot::Snapshot;
-use serde_json::json;
+use serde_json::{Value, json};
+
+/// An Instance row, Ready and serving one pod on `chat-engine-aaaaaaaa`, with `patch` applied.
+fn row(index: i32, patch: Value) -> Value {
+    let mut r = json!({"index": index, "phase": "Ready", "runningRevision": "chat-engine-aaaaaaaa",
+        "podCount": 1, "servingPodCount": 1, "activeOrdinal": 0});
+    for (k, v) in patch.as_object().unwrap() {
+        r[k] = v.clone();
+    }
+    r
+}
+
+fn snapshot(items: Value) -> Snapshot {
+    Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
+        .unwrap()
+}
+
+/// The report on `prod/chat`'s engine.
+fn report_on(snapshot: &Snapshot) -> RolloutReport {
+    let config = Config::default();
+    let cluster = Cluster::build(snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
+    let ctx = alfred::decision::Context::new(&cluster, snapshot, &config);
+    report(&ctx, "prod/chat", None, None).unwrap()
+}
 
 #[test]
 fn a_hold_cleared_by_updates_in_flight_is_not_a_stop() {
-    let row = |index: i32, patch: serde_json::Value| {
-        let mut r = json!({"index": index, "phase": "Ready", "runningRevision": "chat-engine-aaaaaaaa",
-            "podCount": 1, "servingPodCount": 1, "activeOrdinal": 0});
-        for (k, v) in patch.as_object().unwrap() {
-            r[k] = v.clone();
-        }
-        r
-    };
     let updating = json!({"phase": "Updating", "servingPodCount": 0, "operation": {"type": "Update", "step": "Drain"}});
     let items = json!([
         {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "chat", "namespace": "prod"},
@@ -26,13 +41,7 @@ fn a_hold_cleared_by_updates_in_flight_is_not_a_stop() {
          "status": {"currentRevision": "chat-engine-aaaaaaaa", "updateRevision": "chat-engine-bbbbbbbb",
             "instanceStatuses": [row(0, updating.clone()), row(1, updating), row(2, json!({})), row(3, json!({}))]}}
     ]);
-    let snapshot =
-        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
-            .unwrap();
-    let config = Config::default();
-    let cluster = Cluster::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
-    let ctx = alfred::decision::Context::new(&cluster, &snapshot, &config);
-    let r = report(&ctx, "prod/chat", None, None).unwrap();
+    let r = report_on(&snapshot(items));
     assert_eq!(r.in_flight, vec![0, 1]);
     assert_eq!(r.budget, Some(2));
     let waves: Vec<Vec<i32>> = r
@@ -61,10 +70,6 @@ fn a_surge_without_room_is_predicted_pending_by_the_simulator() {
         "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
         "status": {"phase": "Running"}})
     };
-    let row = |index: i32| {
-        json!({"index": index, "phase": "Ready", "runningRevision": "chat-engine-aaaaaaaa",
-        "podCount": 1, "servingPodCount": 1, "activeOrdinal": 0})
-    };
     let world = |spare: bool| {
         let mut nodes = vec![node("n1"), node("n2")];
         if spare {
@@ -78,19 +83,14 @@ fn a_surge_without_room_is_predicted_pending_by_the_simulator() {
             {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "metadata": {"name": "chat-engine", "namespace": "prod"},
              "spec": {"component": "engine", "parentRef": {"name": "chat"}, "replicas": 2, "runners": [{"name": "default"}]},
              "status": {"currentRevision": "chat-engine-aaaaaaaa", "updateRevision": "chat-engine-bbbbbbbb",
-                "instanceStatuses": [row(0), row(1)]}}
+                "instanceStatuses": [row(0, json!({})), row(1, json!({}))]}}
         ]);
-        let mut flat: Vec<serde_json::Value> = items[0].as_array().unwrap().clone();
+        let mut flat: Vec<Value> = items[0].as_array().unwrap().clone();
         flat.extend(items.as_array().unwrap()[1..].iter().cloned());
-        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": flat}).to_string())
-            .unwrap()
+        snapshot(Value::Array(flat))
     };
-    let config = Config::default();
     // n1 and n2 each have 2 GPUs free: neither 6-GPU surge pod fits.
-    let snapshot = world(false);
-    let cluster = Cluster::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
-    let ctx = alfred::decision::Context::new(&cluster, &snapshot, &config);
-    let r = report(&ctx, "prod/chat", None, None).unwrap();
+    let r = report_on(&world(false));
     let surge = r.surge.expect("a surge wave");
     assert!(surge.placed.is_empty());
     assert_eq!(surge.pending.len(), 2);
@@ -103,13 +103,7 @@ fn a_surge_without_room_is_predicted_pending_by_the_simulator() {
         surge.pending
     );
     // An empty n3 takes the first surge pod; what it takes is gone for the second.
-    let snapshot = world(true);
-    let cluster = Cluster::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
-    let ctx = alfred::decision::Context::new(&cluster, &snapshot, &config);
-    let surge = report(&ctx, "prod/chat", None, None)
-        .unwrap()
-        .surge
-        .unwrap();
+    let surge = report_on(&world(true)).surge.unwrap();
     assert_eq!(
         surge.placed,
         vec![(0, "chat-engine-0-default-0".to_string(), "n3".to_string())]
@@ -124,7 +118,7 @@ fn a_surge_without_room_is_predicted_pending_by_the_simulator() {
 fn crash_loops_and_restarts_are_read_from_the_pods() {
     // Steady on one revision, RecreatePod with maxUnavailable 1 (2 of 4 Instances at 25%
     // rounds up to 1). Instance 1 is recreating; Instance 2's container crash-loops.
-    let pod = |i: i32, status: serde_json::Value| {
+    let pod = |i: i32, status: Value| {
         json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": format!("chat-engine-{i}-default-0"), "namespace": "prod",
             "labels": {"ome.io/inferenceservice": "chat", "component": "engine", "ome.io/instance-index": i.to_string(), "ome.io/runner": "default"}},
@@ -134,14 +128,6 @@ fn crash_loops_and_restarts_are_read_from_the_pods() {
     let crash_loop = json!({"phase": "Running", "containerStatuses": [{"name": "c", "restartCount": 7,
         "ready": false, "image": "sglang:v1", "imageID": "",
         "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}}}]});
-    let row = |index: i32, patch: serde_json::Value| {
-        let mut r = json!({"index": index, "phase": "Ready", "runningRevision": "chat-engine-aaaaaaaa",
-            "podCount": 1, "servingPodCount": 1, "activeOrdinal": 0});
-        for (k, v) in patch.as_object().unwrap() {
-            r[k] = v.clone();
-        }
-        r
-    };
     let items = json!([
         pod(0, json!({"phase": "Running"})), pod(2, crash_loop),
         {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "chat", "namespace": "prod"},
@@ -156,13 +142,7 @@ fn crash_loops_and_restarts_are_read_from_the_pods() {
                 row(1, json!({"phase": "Restarting", "servingPodCount": 0, "operation": {"type": "Restart", "step": "Drain"}})),
                 row(2, json!({"servingPodCount": 0})), row(3, json!({}))]}}
     ]);
-    let snapshot =
-        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
-            .unwrap();
-    let config = Config::default();
-    let cluster = Cluster::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
-    let ctx = alfred::decision::Context::new(&cluster, &snapshot, &config);
-    let r = report(&ctx, "prod/chat", None, None).unwrap();
+    let r = report_on(&snapshot(items));
     assert!(r.repairs.is_empty());
     // An earlier revision that used up its attempts: the warning OME recorded for it.
     assert_eq!(
