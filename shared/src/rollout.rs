@@ -419,9 +419,6 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
         )
     });
 
-    // Crash-loop repairs, whatever the strategy, are charged to maxUnavailable against the
-    // Instances OME is already taking down (a crash-looping Instance serves nothing, so the cap
-    // is on how many OME recreates at once); an update of the same Instance replaces its repair.
     let max_unavailable = crate::strategy::scale_budget(
         input.strategy.max_unavailable.as_ref().map(|b| &b.value),
         input.desired,
@@ -430,39 +427,13 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
         .iter()
         .filter(|r| r.phase == Some(InstancePhase::Restarting))
         .count() as u32;
-    let out_of_service = unavailable_in_flight + restarting;
-    let mut repair_hold = None;
-    for i in &input.instances {
-        let r = i.row;
-        let crash_looping = i
-            .pods
-            .iter()
-            .any(|p| p.crash_looping && p.deletion.is_none());
-        if !crash_looping || r.operation.is_some() || selected.iter().any(|s| s.index == r.index) {
-            continue;
-        }
-        let projected = out_of_service + plan.repairs.len() as u32 + 1;
-        match max_unavailable.filter(|&b| projected > b) {
-            Some(b) => {
-                let reason = format!(
-                    "per-Component unavailability budget {b} exhausted (would become {projected})"
-                );
-                plan.repairs_held.push((
-                    r.index,
-                    format!(
-                        "OMENative {} crash-loop repair held by Budget: {reason}",
-                        event_key(input.component, r.index),
-                    ),
-                ));
-                repair_hold.get_or_insert(Hold {
-                    gate: HoldGate::Budget,
-                    reason,
-                    target: None,
-                });
-            }
-            None => plan.repairs.push(r.index),
-        }
-    }
+    let repair_hold = crash_loop_repairs(
+        input,
+        &selected,
+        unavailable_in_flight + restarting,
+        max_unavailable,
+        &mut plan,
+    );
 
     let block = input
         .retry_blocks
@@ -573,6 +544,51 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
         plan.hold = repair_hold;
     }
     Ok(plan)
+}
+
+/// Crash-loop repairs, whatever the strategy, are charged to maxUnavailable against the
+/// Instances OME is already taking down (`out_of_service`: a crash-looping Instance serves
+/// nothing, so the cap is on how many OME recreates at once); an update of the same Instance
+/// (`selected`) replaces its repair. Fills `plan.repairs` and `plan.repairs_held`; returns the
+/// hold of the first held repair.
+fn crash_loop_repairs(
+    input: &PassInput<'_>,
+    selected: &[&InstanceStatus],
+    out_of_service: u32,
+    max_unavailable: Option<u32>,
+    plan: &mut PassPlan,
+) -> Option<Hold> {
+    let mut hold = None;
+    for i in &input.instances {
+        let r = i.row;
+        let crash_looping = i
+            .pods
+            .iter()
+            .any(|p| p.crash_looping && p.deletion.is_none());
+        if !crash_looping || r.operation.is_some() || selected.iter().any(|s| s.index == r.index) {
+            continue;
+        }
+        let projected = out_of_service + plan.repairs.len() as u32 + 1;
+        let Some(b) = max_unavailable.filter(|&b| projected > b) else {
+            plan.repairs.push(r.index);
+            continue;
+        };
+        let reason =
+            format!("per-Component unavailability budget {b} exhausted (would become {projected})");
+        plan.repairs_held.push((
+            r.index,
+            format!(
+                "OMENative {} crash-loop repair held by Budget: {reason}",
+                event_key(input.component, r.index),
+            ),
+        ));
+        hold.get_or_insert(Hold {
+            gate: HoldGate::Budget,
+            reason,
+            target: None,
+        });
+    }
+    hold
 }
 
 /// The Instance serves, but a pod restarted a container after the Instance was Ready and has
