@@ -283,3 +283,39 @@ mod erased {
         }
     }
 }
+
+#[test]
+fn container_statuses_read_in_every_shape_the_api_writes() {
+    let pod = |statuses: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p1","namespace":"ns"}},
+            "spec":{{"containers":[{{"name":"c"}}]}},"status":{{"phase":"Running","containerStatuses":{statuses}}}}}"#
+        )
+    };
+    let read = |statuses: &str| Snapshot::parse(&pod(statuses)).map(|s| s.pods[0].clone());
+    let looping = read(
+        r#"[{"name":"c","restartCount":4,"ready":false,"image":"i","imageID":"",
+            "state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off"}},
+            "lastState":{"terminated":{"exitCode":1}}}]"#,
+    )
+    .unwrap();
+    assert!(looping.crash_looping() && looping.restarted());
+    // Nulls and absent parts are "nothing to report", not errors.
+    for quiet in [
+        "null",
+        "[]",
+        r#"[{"name":"c"}]"#,
+        r#"[{"name":"c","restartCount":null,"state":null}]"#,
+        r#"[{"name":"c","state":{"waiting":null,"running":{"startedAt":"2026-09-28T10:00:00Z"}}}]"#,
+        r#"[{"name":"c","state":{"waiting":{"reason":"ContainerCreating"}}}]"#,
+    ] {
+        let p = read(quiet).unwrap();
+        assert!(!p.crash_looping() && !p.restarted(), "{quiet}");
+    }
+    // A wrong type is an error that names the field.
+    let e = read(r#"[{"name":"c","restartCount":"four"}]"#).unwrap_err();
+    assert_eq!(
+        e.path.as_deref(),
+        Some("status.containerStatuses[0].restartCount")
+    );
+}
