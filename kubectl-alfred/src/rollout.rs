@@ -271,6 +271,9 @@ fn status_text(r: &RolloutReport) -> Result<String> {
                 .unwrap_or_default()
         )?;
     }
+    for lost in &r.in_place_lost {
+        writeln!(out, "InPlaceUpdateNotPossible: {lost}")?;
+    }
     for held in &r.retry_held {
         writeln!(out, "RetryHeld: {held}")?;
     }

@@ -864,3 +864,12 @@ pub fn retry_held(replica: &str, component: ComponentKind, block: &RetryBlock) -
         block.reason.as_deref().unwrap_or("unknown")
     )
 }
+
+/// The Warning (`InPlaceUpdateNotPossible`) when the pod an in-place update was patching is
+/// gone: OME re-resolves the update to a recreate (omenative-reference.md §3.4).
+pub fn in_place_pod_lost(component: ComponentKind, index: i32, revision: &str) -> String {
+    format!(
+        "OMENative {} lost the pod its in-place update to revision {revision} was patching; recreating instead",
+        event_key(component, index)
+    )
+}

@@ -56,6 +56,8 @@ pub struct RolloutReport {
     /// Fresh starts pass by pass, assuming each pass's updates finish before the next.
     pub waves: Vec<Vec<WaveStart>>,
     pub in_flight: Vec<i32>,
+    /// In-place updates whose pod is gone, which OME finishes as recreates, with its warning.
+    pub in_place_lost: Vec<String>,
     pub partition_held: Vec<i32>,
     /// `InPlaceOnly` refusals, with the controller's warning.
     pub refused: Vec<String>,
@@ -384,6 +386,23 @@ pub fn report(
             .map(|&i| instance_line(cluster, i, pods_per_instance))
             .collect(),
         waves,
+        // A snapshot without pods (OME's objects alone) cannot tell a lost pod.
+        in_place_lost: rows
+            .iter()
+            .filter(|r| {
+                !snapshot.pods.is_empty()
+                    && r.phase == Some(InstancePhase::Updating)
+                    && r.operation.as_ref().and_then(|op| op.step.as_deref()) == Some("InPlace")
+                    && pods_of(r.index).iter().all(|p| p.deletion.is_some())
+            })
+            .map(|r| {
+                let revision = r
+                    .operation
+                    .as_ref()
+                    .and_then(|op| op.target_revision.as_deref());
+                crate::rollout::in_place_pod_lost(kind, r.index, revision.unwrap_or(&target))
+            })
+            .collect(),
         in_flight: first.continuing.clone(),
         partition_held: first.partition_held.clone(),
         refused: first.refused.iter().map(|r| r.1.clone()).collect(),

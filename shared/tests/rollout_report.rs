@@ -158,3 +158,34 @@ fn crash_loops_and_restarts_are_read_from_the_pods() {
         ]
     );
 }
+
+#[test]
+fn an_in_place_update_that_lost_its_pod_is_finished_as_a_recreate() {
+    let pod = |i: i32| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("chat-engine-{i}-default-0"), "namespace": "prod",
+            "labels": {"ome.io/inferenceservice": "chat", "component": "engine", "ome.io/instance-index": i.to_string(), "ome.io/runner": "default"}},
+        "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Running"}})
+    };
+    let in_place = json!({"phase": "Updating", "servingPodCount": 0,
+        "operation": {"type": "Update", "step": "InPlace", "targetRevision": "chat-engine-bbbbbbbb"}});
+    let items = json!([
+        pod(0),
+        {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "chat", "namespace": "prod"},
+         "spec": {"deploymentMode": "OMENative", "engine": {"minReplicas": 2,
+            "lifecycle": {"updateStrategy": {"type": "InPlaceIfPossible", "rollingUpdate": {"maxUnavailable": 2}}}}}},
+        {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "metadata": {"name": "chat-engine", "namespace": "prod"},
+         "spec": {"component": "engine", "parentRef": {"name": "chat"}, "replicas": 2, "runners": [{"name": "default"}]},
+         "status": {"currentRevision": "chat-engine-aaaaaaaa", "updateRevision": "chat-engine-bbbbbbbb",
+            "instanceStatuses": [row(0, in_place.clone()), row(1, in_place)]}}
+    ]);
+    let r = report_on(&snapshot(items));
+    // Instance 0's pod is being patched; Instance 1's is gone.
+    assert_eq!(r.in_flight, vec![0, 1]);
+    assert_eq!(
+        r.in_place_lost,
+        vec![
+            "OMENative component=engine instance=1 lost the pod its in-place update to revision chat-engine-bbbbbbbb was patching; recreating instead"
+        ]
+    );
+}
