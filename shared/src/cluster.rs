@@ -261,6 +261,8 @@ pub struct Cluster<'s> {
     pub pending: Vec<PendingPod>,
     pub migrations: Vec<MigrationInFlight>,
     node_by_name: HashMap<&'s str, usize>,
+    /// (namespace, name) -> index into `workloads`.
+    workload_by_name: HashMap<(&'s str, &'s str), usize>,
 }
 
 impl<'s> Cluster<'s> {
@@ -302,6 +304,7 @@ impl<'s> Cluster<'s> {
             pending: Vec::new(),
             migrations: Vec::new(),
             node_by_name,
+            workload_by_name: HashMap::new(),
         };
         cluster.join_workloads(snapshot);
         cluster.collect_pending();
@@ -331,10 +334,14 @@ impl<'s> Cluster<'s> {
     }
 
     pub fn workload(&self, key: &str) -> Option<&Workload<'s>> {
-        self.workloads
-            .binary_search_by(|w| w.key.as_str().cmp(key))
-            .ok()
-            .map(|i| &self.workloads[i])
+        self.workload_index(key).map(|i| &self.workloads[i])
+    }
+
+    /// The index of a workload by `namespace/name`. (Not a binary search: the workloads are
+    /// sorted by namespace, then name, which orders `chat-prod/a` after `chat/b`.)
+    pub fn workload_index(&self, key: &str) -> Option<usize> {
+        let (namespace, name) = key.split_once('/')?;
+        self.workload_by_name.get(&(namespace, name)).copied()
     }
 
     fn join_workloads(&mut self, snapshot: &'s Snapshot) {
@@ -361,6 +368,7 @@ impl<'s> Cluster<'s> {
             let namespace = isvc.metadata.namespace.as_deref().unwrap_or("default");
             let name = isvc.metadata.name.as_deref().unwrap_or_default();
             let w = self.workloads.len();
+            self.workload_by_name.insert((namespace, name), w);
             let mut workload = Workload {
                 isvc,
                 namespace,

@@ -663,3 +663,47 @@ fn the_demo_cluster_pools() {
     assert_eq!(c.pending.len(), 3);
     assert!(c.workloads.len() >= 20);
 }
+
+#[test]
+fn every_workload_is_found_by_its_key_whatever_its_namespace_sorts_like() {
+    // `chat-prod/...` sorts before `chat/...` as a string but after it by namespace, and an
+    // InferenceService without a namespace is keyed `default/...`.
+    let isvc = |namespace: Option<&str>, name: &str| {
+        let mut metadata = json!({"name": name});
+        if let Some(ns) = namespace {
+            metadata["namespace"] = json!(ns);
+        }
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": metadata,
+               "spec": {"deploymentMode": "OMENative", "engine": {"minReplicas": 1}}})
+    };
+    let items = json!([
+        isvc(Some("chat"), "b"),
+        isvc(Some("chat-prod"), "a"),
+        isvc(Some("chat"), "a"),
+        isvc(Some("chat.x"), "a"),
+        isvc(None, "z"),
+        isvc(Some("ab"), "a"),
+        isvc(Some("a"), "b"),
+    ]);
+    let snapshot =
+        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
+            .unwrap();
+    let config = Config::default();
+    let cluster = Cluster::build(&snapshot, &config, now());
+    for key in [
+        "chat/a",
+        "chat/b",
+        "chat-prod/a",
+        "chat.x/a",
+        "default/z",
+        "ab/a",
+        "a/b",
+    ] {
+        let w = cluster
+            .workload(key)
+            .unwrap_or_else(|| panic!("{key} not found"));
+        assert_eq!(w.key, key);
+    }
+    assert!(cluster.workload("chat/c").is_none());
+    assert!(cluster.workload("nonsense").is_none());
+}

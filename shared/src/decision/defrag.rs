@@ -342,11 +342,9 @@ fn emergency(
             config.allow_cross_tenant_optimization
                 && !settings.tenant_group.is_empty()
                 && pod.owner.as_ref().is_some_and(|o| {
-                    let key = format!("{}/{}", pod.namespace, o.isvc);
                     cluster
-                        .workloads
-                        .binary_search_by(|w| w.key.as_str().cmp(&key))
-                        .is_ok_and(|w| ctx.workloads[w].tenant_group == settings.tenant_group)
+                        .workload_index(&format!("{}/{}", pod.namespace, o.isvc))
+                        .is_some_and(|w| ctx.workloads[w].tenant_group == settings.tenant_group)
                 })
         })
         .map(|p| {
