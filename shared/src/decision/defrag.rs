@@ -7,7 +7,6 @@ use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::tz::TimeZone;
 
 use super::context::Context;
-use super::nodehealth::identity;
 use super::score::PoolScore;
 use super::surge;
 use super::{AdvisoryReason, CandidateReason, PolicyName, Recommendation, Row};
@@ -55,13 +54,7 @@ pub fn run(
         dropped += before - pool_rows.len();
         rows.extend(pool_rows);
     }
-    super::sort_rows(&mut rows, |a, b| {
-        b.row
-            .score
-            .total_cmp(&a.row.score)
-            .then_with(|| a.footprint.cmp(&b.footprint))
-            .then_with(|| identity(&a.row).cmp(&identity(&b.row)))
-    });
+    super::sort_rows(&mut rows, |_| 0);
     (rows, dropped)
 }
 

@@ -273,20 +273,11 @@ fn evacuations(ctx: &Context<'_, '_>) -> Vec<Recommendation> {
         }
     }
     rows.extend(orphan_rows);
-    super::sort_rows(&mut rows, |a, b| {
-        let class = |r: &Recommendation| r.row.reason != CandidateReason::NodeUnhealthy;
-        class(a)
-            .cmp(&class(b))
-            .then_with(|| b.executable().cmp(&a.executable()))
-            .then_with(|| b.row.score.total_cmp(&a.row.score))
-            .then_with(|| a.footprint.cmp(&b.footprint))
-            .then_with(|| identity(&a.row).cmp(&identity(&b.row)))
+    // Unhealthy nodes first, then maintenance; executable moves before advice in each.
+    super::sort_rows(&mut rows, |r| {
+        2 * u8::from(r.row.reason != CandidateReason::NodeUnhealthy) + u8::from(!r.executable())
     });
     rows
-}
-
-pub(super) fn identity(r: &Row) -> (&str, &str, i32, &str) {
-    (&r.workload, r.component.as_str(), r.instance, &r.from_node)
 }
 
 fn row(ctx: &Context<'_, '_>, i: usize, reason: CandidateReason, from: &str, score: f64) -> Row {
