@@ -197,6 +197,7 @@ pub fn report(
         .filter(|n| *n > 0)
         .unwrap_or(1) as u32;
     let status = replica.and_then(|r| r.status.as_ref());
+    let retry_blocks: &[RetryBlock] = status.map_or(&[], |s| s.retry_blocks.as_slice());
     let current = status.and_then(|s| s.current_revision.clone());
     let target = match change {
         Some(_) => format!("{}-{kind}-<new>", w.name),
@@ -282,9 +283,7 @@ pub fn report(
             desired,
             pods_per_instance,
             instances: facts,
-            retry_blocks: status
-                .map(|s| s.retry_blocks.as_slice())
-                .unwrap_or_default(),
+            retry_blocks,
             strategy: &resolved,
             partition,
             change: change.unwrap_or(Change::Other),
@@ -412,10 +411,8 @@ pub fn report(
         surge,
         advice: hold.as_ref().map(advice),
         hold,
-        retry_blocks: status.map(|s| s.retry_blocks.clone()).unwrap_or_default(),
-        retry_held: status
-            .map(|s| s.retry_blocks.as_slice())
-            .unwrap_or_default()
+        retry_blocks: retry_blocks.to_vec(),
+        retry_held: retry_blocks
             .iter()
             .filter(|b| b.state == RetryBlockState::Held)
             .map(|b| {

@@ -371,10 +371,6 @@ fn gangs_are_all_or_nothing_and_need_a_gang_profile() {
         &[],
     );
     assert_eq!(o.status, Status::Feasible);
-    let small = [
-        new_pod("leader", 4, json!({})),
-        new_pod("worker", 4, json!({})),
-    ];
     let o = run(items, gangs, &small, &[]);
     assert_eq!(o.status, Status::Feasible);
     assert_eq!(o.placements.len(), 2);
