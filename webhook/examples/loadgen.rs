@@ -16,8 +16,10 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 struct Args {
     addr: SocketAddr,
@@ -67,7 +69,7 @@ fn args() -> Result<Args, String> {
 }
 
 /// The mix: refusals, warnings, patches and plain allows, as in a busy cluster.
-fn bodies() -> Vec<(&'static str, Bytes)> {
+fn mix() -> Vec<Review> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
     [
         ("/validate", "isvc-create-deployment-strategy.json"),
@@ -78,10 +80,7 @@ fn bodies() -> Vec<(&'static str, Bytes)> {
         ("/validate", "irep-create-type-only.json"),
     ]
     .into_iter()
-    .map(|(path, f)| {
-        let body = std::fs::read(format!("{dir}/{f}")).expect("fixture");
-        (path, Bytes::from(body))
-    })
+    .map(|(path, f)| review(path, std::fs::read(format!("{dir}/{f}")).expect("fixture")))
     .collect()
 }
 
@@ -110,35 +109,124 @@ struct Tally {
     first_error: Option<String>,
 }
 
-/// A keep-alive connection: HTTP/1.1 carries one review at a time; HTTP/2 (what the API
-/// server negotiates with webhooks) carries many at once.
-#[derive(Clone)]
-enum Sender {
-    H1(Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Full<Bytes>>>>),
-    H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+/// One review of the mix: where it goes, its body, and the whole HTTP/1.1 request, written
+/// once so that a send costs the generator as little as possible.
+struct Review {
+    path: &'static str,
+    body: Bytes,
+    http1: Vec<u8>,
 }
 
-impl Sender {
-    async fn send(
-        &self,
-        request: hyper::Request<Full<Bytes>>,
-    ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
-        match self {
-            Sender::H1(s) => {
-                let mut s = s.lock().await;
-                s.ready().await.map_err(|e| e.to_string())?;
-                s.send_request(request).await.map_err(|e| e.to_string())
-            }
-            Sender::H2(s) => {
-                let mut s = s.clone();
-                s.ready().await.map_err(|e| e.to_string())?;
-                s.send_request(request).await.map_err(|e| e.to_string())
-            }
-        }
+fn review(path: &'static str, body: Vec<u8>) -> Review {
+    let mut http1 = format!(
+        "POST {path} HTTP/1.1\r\nhost: alfred-webhook\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    http1.extend_from_slice(&body);
+    Review {
+        path,
+        body: Bytes::from(body),
+        http1,
     }
 }
 
-async fn open(tls: &TlsConnector, addr: SocketAddr, http2: bool) -> Result<Sender, String> {
+/// A keep-alive connection. HTTP/1.1 carries one review at a time and is spoken directly over
+/// TLS (hyper's client costs the generator more CPU than the server's whole HTTP layer, and
+/// the two share the machine); HTTP/2, what the API server negotiates with webhooks, carries
+/// many at once through hyper.
+enum Connection {
+    Http1 {
+        stream: Box<TlsStream<TcpStream>>,
+        buf: Vec<u8>,
+    },
+    Http2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+}
+
+impl Connection {
+    /// Sends one review and checks the answer: status 200 and an AdmissionReview body.
+    async fn exchange(&mut self, review: &Review) -> Result<(), String> {
+        let (status, body) = match self {
+            Connection::Http1 { stream, buf } => {
+                stream
+                    .write_all(&review.http1)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                stream.flush().await.map_err(|e| e.to_string())?;
+                let (status, head, length) = read_head(stream, buf).await?;
+                while buf.len() < head + length {
+                    read_more(stream, buf).await?;
+                }
+                if buf.len() > head + length {
+                    return Err("bytes after the response, which was not asked for".into());
+                }
+                (status, Bytes::copy_from_slice(&buf[head..]))
+            }
+            Connection::Http2(sender) => {
+                let request = hyper::Request::post(review.path)
+                    .header("host", "alfred-webhook")
+                    .header("content-type", "application/json")
+                    .body(Full::new(review.body.clone()))
+                    .map_err(|e| e.to_string())?;
+                sender.ready().await.map_err(|e| e.to_string())?;
+                let response = sender
+                    .send_request(request)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let status = response.status().as_u16();
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                (status, body.to_bytes())
+            }
+        };
+        if status != 200 || !body.starts_with(b"{\"apiVersion\":\"admission.k8s.io/v1\"") {
+            return Err(format!(
+                "status {status}: {}",
+                String::from_utf8_lossy(&body)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Reads an HTTP/1.1 response head into `buf` (cleared first): status, head length and
+/// content length.
+async fn read_head(
+    stream: &mut TlsStream<TcpStream>,
+    buf: &mut Vec<u8>,
+) -> Result<(u16, usize, usize), String> {
+    buf.clear();
+    loop {
+        read_more(stream, buf).await?;
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut response = httparse::Response::new(&mut headers);
+        let head = match response.parse(buf) {
+            Ok(httparse::Status::Complete(head)) => head,
+            Ok(httparse::Status::Partial) => continue,
+            Err(e) => return Err(format!("not an HTTP/1.1 response: {e}")),
+        };
+        let length = response
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+            .and_then(|h| std::str::from_utf8(h.value).ok()?.parse().ok())
+            .ok_or("a response without a content-length")?;
+        return Ok((response.code.unwrap_or(0), head, length));
+    }
+}
+
+async fn read_more(stream: &mut TlsStream<TcpStream>, buf: &mut Vec<u8>) -> Result<(), String> {
+    match stream.read_buf(buf).await {
+        Ok(0) => Err("the server closed the connection".into()),
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+async fn open(tls: &TlsConnector, addr: SocketAddr, http2: bool) -> Result<Connection, String> {
     let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
     let _ = tcp.set_nodelay(true);
     let mut tls_config = (**tls.config()).clone();
@@ -151,27 +239,26 @@ async fn open(tls: &TlsConnector, addr: SocketAddr, http2: bool) -> Result<Sende
         .connect(ServerName::IpAddress(addr.ip().into()), tcp)
         .await
         .map_err(|e| format!("handshake: {e}"))?;
-    let io = TokioIo::new(stream);
-    if http2 {
-        let (sender, conn) =
-            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
-                .await
-                .map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
-        Ok(Sender::H2(sender))
-    } else {
-        let (sender, conn) = hyper::client::conn::http1::handshake(io)
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
-        Ok(Sender::H1(Arc::new(tokio::sync::Mutex::new(sender))))
+    if !http2 {
+        return Ok(Connection::Http1 {
+            stream: Box::new(stream),
+            buf: Vec::with_capacity(4096),
+        });
     }
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(stream),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    Ok(Connection::Http2(sender))
 }
 
-/// One stream of reviews on `sender`, until `end`.
+/// One stream of reviews on `connection`, until `end`.
 async fn worker(
-    sender: Sender,
-    bodies: Arc<Vec<(&'static str, Bytes)>>,
+    mut connection: Connection,
+    mix: Arc<Vec<Review>>,
     offset: usize,
     interval: Option<Duration>,
     start: Instant,
@@ -206,31 +293,8 @@ async fn worker(
         if sent >= end {
             break;
         }
-        let (path, body) = &bodies[i % bodies.len()];
+        let result = connection.exchange(&mix[i % mix.len()]).await;
         i += 1;
-        let request = hyper::Request::post(*path)
-            .header("host", "alfred-webhook")
-            .header("content-type", "application/json")
-            .body(Full::new(body.clone()))
-            .expect("request");
-        let result = async {
-            let response = sender.send(request).await?;
-            let status = response.status();
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| e.to_string())?
-                .to_bytes();
-            if status != 200 || !body.starts_with(b"{\"apiVersion\":\"admission.k8s.io/v1\"") {
-                return Err(format!(
-                    "status {status}: {}",
-                    String::from_utf8_lossy(&body)
-                ));
-            }
-            Ok(())
-        }
-        .await;
         match result {
             Ok(()) => tally
                 .micros
@@ -271,32 +335,35 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
 async fn main() -> Result<(), String> {
     let args = args()?;
     let tls = connector(&args.ca)?;
-    let bodies = Arc::new(bodies());
+    let mix = Arc::new(mix());
     let streams = if args.http2 { args.streams } else { 1 };
     let workers = args.connections * streams;
     let interval =
         (args.rate > 0).then(|| Duration::from_nanos(1_000_000_000 * workers as u64 / args.rate));
-    let mut senders = Vec::new();
+    let mut connections = Vec::new();
     for _ in 0..args.connections {
-        senders.push(open(&tls, args.addr, args.http2).await?);
+        let connection = open(&tls, args.addr, args.http2).await?;
+        if let Connection::Http2(sender) = &connection {
+            for _ in 1..streams {
+                connections.push(Connection::Http2(sender.clone()));
+            }
+        }
+        connections.push(connection);
     }
     let cpu_before = args.pid.and_then(cpu_seconds);
     let start = Instant::now() + Duration::from_millis(50);
     let end = start + args.duration;
     let mut tasks = Vec::new();
-    for (c, sender) in senders.into_iter().enumerate() {
-        for s in 0..streams {
-            let w = c * streams + s;
-            let stagger = interval.map_or(Duration::ZERO, |i| i * w as u32 / workers as u32);
-            tasks.push(tokio::spawn(worker(
-                sender.clone(),
-                bodies.clone(),
-                w,
-                interval,
-                start + stagger,
-                end,
-            )));
-        }
+    for (w, connection) in connections.into_iter().enumerate() {
+        let stagger = interval.map_or(Duration::ZERO, |i| i * w as u32 / workers as u32);
+        tasks.push(tokio::spawn(worker(
+            connection,
+            mix.clone(),
+            w,
+            interval,
+            start + stagger,
+            end,
+        )));
     }
     let mut all = Tally::default();
     for t in tasks {
