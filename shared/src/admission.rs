@@ -2,17 +2,19 @@
 //! §2): what crosses fields or needs the policy, with the exact messages. The CRD schema refuses
 //! what a schema can; the webhook is a thin adapter over these functions.
 
+use std::collections::BTreeMap;
+
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
 use crate::annotations;
+use crate::api::InferenceService;
 use crate::api::component::ComponentKind;
 use crate::api::keys;
 use crate::api::lifecycle::{LifecycleSpec, RollingUpdate};
 use crate::api::runtime::RuntimeFields;
-use crate::api::{InferenceReplica, InferenceService};
 use crate::migration;
 use crate::mode::{self, DeploymentMode, ModeSource};
 use crate::strategy::{self, OperatorDefaults, parse_percent};
@@ -85,8 +87,20 @@ fn declared_mode(isvc: &InferenceService, kind: ComponentKind) -> &'static str {
     }
 }
 
-/// Validates an InferenceService on create or update (`old` is the stored object on update).
-pub fn review_inference_service(new: &InferenceService, old: Option<&InferenceService>) -> Verdict {
+/// True for the annotations the rules read: the Alfred family, revision retention and
+/// migration requests. A reader may skip every other annotation.
+pub fn reads_annotation(key: &str) -> bool {
+    key.starts_with(keys::ALFRED_PREFIX)
+        || key.starts_with(keys::MIGRATION_REQUEST_PREFIX)
+        || key == keys::REVISION_HISTORY_LIMIT
+}
+
+/// Validates an InferenceService on create or update (`old_annotations`: the stored object's,
+/// on update).
+pub fn review_inference_service(
+    new: &InferenceService,
+    old_annotations: Option<&BTreeMap<String, String>>,
+) -> Verdict {
     let mut warnings = Vec::new();
     for (kind, c) in new.spec.components() {
         let (m, _) = mode::resolve(&new.spec, kind, None);
@@ -96,12 +110,12 @@ pub fn review_inference_service(new: &InferenceService, old: Option<&InferenceSe
             ));
         }
     }
-    Verdict::from(check_inference_service(new, old), warnings)
+    Verdict::from(check_inference_service(new, old_annotations), warnings)
 }
 
 fn check_inference_service(
     new: &InferenceService,
-    old: Option<&InferenceService>,
+    old_annotations: Option<&BTreeMap<String, String>>,
 ) -> Result<(), String> {
     if new.spec.engine.is_some() && new.spec.decoder.is_some() {
         let (engine, decoder) = (
@@ -129,7 +143,6 @@ fn check_inference_service(
     if let Some(v) = get(keys::REVISION_HISTORY_LIMIT) {
         annotations::revision_history_limit(v).map_err(|e| e.to_string())?;
     }
-    let old_annotations = old.and_then(|o| o.metadata.annotations.as_ref());
     for (key, value) in annotations.into_iter().flatten() {
         let Some(uuid) = key.strip_prefix(keys::MIGRATION_REQUEST_PREFIX) else {
             continue;
@@ -184,9 +197,9 @@ pub fn review_runtime(fields: &RuntimeFields) -> Verdict {
     Verdict::from(result, Vec::new())
 }
 
-/// Validates an InferenceReplica's own strategy.
-pub fn review_replica(replica: &InferenceReplica) -> Verdict {
-    let result = match rolling(replica.spec.lifecycle.as_ref()) {
+/// Validates an InferenceReplica's own strategy (its `spec.lifecycle`).
+pub fn review_replica(lifecycle: Option<&LifecycleSpec>) -> Verdict {
+    let result = match rolling(lifecycle) {
         Some(r) => check_budgets("spec.lifecycle.updateStrategy.rollingUpdate", r, true),
         None => Ok(()),
     };
@@ -249,16 +262,12 @@ fn add(path: &[String], value: Value) -> PatchOperation {
 /// the runtime's, the operator default and `SurgeThenDrain`.
 pub fn replica_defaults(
     replica: &Value,
-    typed: &InferenceReplica,
+    component: ComponentKind,
+    lifecycle: Option<&LifecycleSpec>,
     runtime: Option<&LifecycleSpec>,
     defaults: &OperatorDefaults,
 ) -> Vec<PatchOperation> {
-    let resolved = strategy::resolve_lifecycle(
-        typed.spec.component,
-        typed.spec.lifecycle.as_ref(),
-        runtime,
-        defaults,
-    );
+    let resolved = strategy::resolve_lifecycle(component, lifecycle, runtime, defaults);
     let desired = serde_json::to_value(resolved.projected()).unwrap_or_default();
     fill_patch(replica, &["spec", "lifecycle", "updateStrategy"], &desired)
 }

@@ -103,7 +103,7 @@ fn replicas_check_their_own_strategy() {
         "metadata": {"name": "chat-engine", "namespace": "prod"},
         "spec": {"component": "engine", "lifecycle": {"updateStrategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}}}}})).unwrap();
     assert_eq!(
-        review_replica(&ir).denied.unwrap(),
+        review_replica(ir.spec.lifecycle.as_ref()).denied.unwrap(),
         "spec.lifecycle.updateStrategy.rollingUpdate: maxSurge=0 and maxUnavailable=0 together yield an unstartable rollout (RollingUpdateZeroBudget)"
     );
 }
@@ -236,12 +236,12 @@ fn migration_requests_are_checked_when_added_or_changed() {
     let stored = isvc(spec.clone(), json!({key: "not json"}));
     let relabelled = isvc(spec.clone(), json!({key: "not json", "team": "a"}));
     assert_eq!(
-        review_inference_service(&relabelled, Some(&stored)).denied,
+        review_inference_service(&relabelled, stored.metadata.annotations.as_ref()).denied,
         None
     );
     let removed = isvc(spec, json!({}));
     assert_eq!(
-        review_inference_service(&removed, Some(&stored)).denied,
+        review_inference_service(&removed, stored.metadata.annotations.as_ref()).denied,
         None
     );
 }
@@ -272,13 +272,16 @@ mod defaulting {
         defaults: &OperatorDefaults,
     ) -> (usize, Value) {
         let typed: InferenceReplica = serde_json::from_value(object.clone()).unwrap();
-        let ops = replica_defaults(&object, &typed, runtime, defaults);
+        let read = |t: &InferenceReplica| (t.spec.component, t.spec.lifecycle.clone());
+        let (component, lifecycle) = read(&typed);
+        let ops = replica_defaults(&object, component, lifecycle.as_ref(), runtime, defaults);
         let n = ops.len();
         let mut patched = object;
         json_patch::patch(&mut patched, &ops).unwrap();
         let typed: InferenceReplica = serde_json::from_value(patched.clone()).unwrap();
+        let (component, lifecycle) = read(&typed);
         assert!(
-            replica_defaults(&patched, &typed, runtime, defaults).is_empty(),
+            replica_defaults(&patched, component, lifecycle.as_ref(), runtime, defaults).is_empty(),
             "not idempotent: {patched}"
         );
         (n, patched["spec"]["lifecycle"]["updateStrategy"].clone())

@@ -1,5 +1,9 @@
-//! One AdmissionReview answered in-process (no sockets): parse, rules or defaults, answer.
+//! One AdmissionReview answered in-process (no sockets): parse, rules or defaults, answer;
+//! each fixture as written and as the API server sends it (compact, with the server's fields).
 //! `cargo bench -p alfred-webhook --bench review`
+
+#[path = "../examples/loadgen/shape.rs"]
+mod shape;
 
 use alfred::strategy::OperatorDefaults;
 use alfred_webhook::review::{Context, Hook, review};
@@ -21,10 +25,13 @@ fn reviews(c: &mut Criterion) {
         (Hook::Validate, "runtime-zero-budgets.json"),
         (Hook::Mutate, "irep-create-type-only.json"),
     ] {
-        let body = std::fs::read(format!("{dir}/{fixture}")).expect("fixture");
-        c.bench_function(&format!("{} {fixture}", hook.as_str()), |b| {
-            b.iter(|| review(&body, hook, &ctx, |_| Ok(None)).expect("a review"))
-        });
+        let written = std::fs::read(format!("{dir}/{fixture}")).expect("fixture");
+        let sent = shape::as_apiserver_sends(&written).expect("a review");
+        for (how, body) in [("as written", written), ("as sent", sent)] {
+            c.bench_function(&format!("{} {fixture} {how}", hook.as_str()), |b| {
+                b.iter(|| review(&body, hook, &ctx, |_| Ok(None)).expect("a review"))
+            });
+        }
     }
 }
 

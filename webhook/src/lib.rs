@@ -7,3 +7,4 @@ pub mod metrics;
 pub mod review;
 pub mod server;
 pub mod tls;
+pub mod view;

@@ -11,13 +11,12 @@ use alfred::admission::{
 };
 use alfred::api::isvc::RuntimeRef;
 use alfred::api::runtime::RuntimeFields;
-use alfred::api::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
 use alfred::strategy::OperatorDefaults;
 use base64::Engine as _;
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use serde_json::value::RawValue;
+
+use crate::view::{self, Object};
 
 /// Which webhook configuration called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,10 +56,12 @@ pub enum Lookup {
 /// What the lookup found: Ok(None) when there is no runtime, Err when it could not be read.
 pub type Found = Result<Option<RuntimeFields>, String>;
 
-/// A review read from the wire. The objects stay raw JSON until a rule reads them as its type,
-/// so a review is parsed once, straight into the types the rules use.
+/// A review read from the wire, its object read once into what the rules read of it.
 pub struct Parsed {
     request: Request,
+    /// None when there is nothing to read: no object, not a create or update, or a kind this
+    /// webhook does not review.
+    object: Option<Result<Object, String>>,
 }
 
 // The wire format (admission.k8s.io/v1), read and written here rather than through kube-core's
@@ -200,7 +201,13 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
     let request = review
         .request
         .ok_or("the AdmissionReview carries no request")?;
-    Ok(Parsed { request })
+    let object = match (&request.object, request.operation) {
+        (Some(raw), Operation::Create | Operation::Update) if request.kind.group == "ome.io" => {
+            view::read(&request.kind.kind, raw.get())
+        }
+        _ => None,
+    };
+    Ok(Parsed { request, object })
 }
 
 impl Parsed {
@@ -227,40 +234,23 @@ impl Parsed {
 
     /// The runtime the answer needs, if any.
     pub fn lookup(&self, hook: Hook, ctx: &Context<'_>) -> Option<Lookup> {
-        let request = &self.request;
-        if hook != Hook::Mutate
-            || ctx.defaults.is_none()
-            || request.kind.group != "ome.io"
-            || matches!(request.operation, Operation::Delete | Operation::Connect)
-        {
+        if hook != Hook::Mutate || ctx.defaults.is_none() {
             return None;
         }
-        // Only the two references are read; the rest of the object is skipped, not built.
-        #[derive(Deserialize)]
-        struct Refs {
-            spec: RefsSpec,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct RefsSpec {
-            parent_ref: Option<ParentRef>,
-            runtime: Option<RuntimeRef>,
-        }
-        #[derive(Deserialize)]
-        struct ParentRef {
-            name: String,
-        }
-        let refs: Refs = serde_json::from_str(request.object.as_ref()?.get()).ok()?;
         let namespace = self.namespace_or_default().to_string();
-        match request.kind.kind.as_str() {
-            "InferenceReplica" => Some(Lookup::Replica {
+        match self.object.as_ref()?.as_ref().ok()? {
+            Object::Replica {
+                parent: Some(isvc), ..
+            } => Some(Lookup::Replica {
                 namespace,
-                isvc: refs.spec.parent_ref?.name,
+                isvc: isvc.clone(),
             }),
-            "InferenceService" if ctx.default_inference_services => Some(Lookup::Runtime {
-                namespace,
-                runtime: refs.spec.runtime?,
-            }),
+            Object::Service { isvc, .. } if ctx.default_inference_services => {
+                Some(Lookup::Runtime {
+                    namespace,
+                    runtime: isvc.spec.runtime.clone()?,
+                })
+            }
             _ => None,
         }
     }
@@ -312,53 +302,46 @@ pub fn review(
 fn respond<'p>(parsed: &'p Parsed, hook: Hook, ctx: &Context<'_>, found: Found) -> Response<'p> {
     let request = &parsed.request;
     let response = Response::allow(&request.uid);
-    let Some(object) = request.object.as_deref() else {
-        return response; // DELETE and CONNECT carry no object: nothing to check
-    };
-    if matches!(request.operation, Operation::Delete | Operation::Connect) {
+    // DELETE and CONNECT carry no object to check.
+    if request.object.is_none()
+        || matches!(request.operation, Operation::Delete | Operation::Connect)
+    {
         return response;
     }
     let (group, kind) = (request.kind.group.as_str(), request.kind.kind.as_str());
     if group != "ome.io" {
         return response.deny(unsupported(group, kind));
     }
-    let verdict = match (hook, kind) {
-        (Hook::Validate, "InferenceService") => {
-            typed::<InferenceService>(object, kind).map(|new| {
-                // An old object that does not read is judged as a create: every key is checked.
-                let old = request
-                    .old_object
-                    .as_deref()
-                    .and_then(|o| serde_json::from_str::<InferenceService>(o.get()).ok());
-                review_inference_service(&new, old.as_ref())
-            })
-        }
-        (Hook::Validate, "ServingRuntime") => {
-            typed::<ServingRuntime>(object, kind).map(|r| review_runtime(&r.spec.fields))
-        }
-        (Hook::Validate, "ClusterServingRuntime") => {
-            typed::<ClusterServingRuntime>(object, kind).map(|r| review_runtime(&r.spec.fields))
-        }
-        (Hook::Validate, "InferenceReplica") => {
-            typed::<InferenceReplica>(object, kind).map(|r| review_replica(&r))
-        }
-        (Hook::Mutate, "InferenceReplica" | "InferenceService") => {
-            return defaults(response, object, kind, ctx, found);
-        }
+    match (hook, kind) {
         (Hook::Mutate, "ServingRuntime" | "ClusterServingRuntime") => return response,
-        _ => return response.deny(unsupported(group, kind)),
-    };
-    match verdict {
-        Err(message) => response.deny(message),
-        Ok(verdict) => {
-            let mut response = match verdict.denied {
-                Some(message) => response.deny(message),
-                None => response,
-            };
-            response.warnings = verdict.warnings;
-            response
-        }
+        // Off by default: writing defaults into a user's object makes GitOps tools see drift.
+        (Hook::Mutate, "InferenceService") if !ctx.default_inference_services => return response,
+        _ => {}
     }
+    let object = match &parsed.object {
+        None => return response.deny(unsupported(group, kind)),
+        Some(Err(message)) => return response.deny(message.clone()),
+        Some(Ok(object)) => object,
+    };
+    let verdict = match (hook, object) {
+        (Hook::Validate, Object::Service { isvc, .. }) => {
+            // An old object that does not read is judged as a create: every key is checked.
+            let old = request
+                .old_object
+                .as_deref()
+                .and_then(|o| view::annotations(o.get()).ok());
+            review_inference_service(isvc, old.as_ref())
+        }
+        (Hook::Validate, Object::Runtime(fields)) => review_runtime(fields),
+        (Hook::Validate, Object::Replica { lifecycle, .. }) => review_replica(lifecycle.as_ref()),
+        (Hook::Mutate, object) => return defaults(response, object, ctx, found),
+    };
+    let mut response = match verdict.denied {
+        Some(message) => response.deny(message),
+        None => response,
+    };
+    response.warnings = verdict.warnings;
+    response
 }
 
 /// The defaulting patch. Defaults are a display of what OME resolves anyway, so when the
@@ -366,30 +349,10 @@ fn respond<'p>(parsed: &'p Parsed, hook: Hook, ctx: &Context<'_>, found: Found) 
 /// warning: writing a guess would outlive the outage.
 fn defaults<'p>(
     response: Response<'p>,
-    object: &RawValue,
-    kind: &str,
+    object: &Object,
     ctx: &Context<'_>,
     found: Found,
 ) -> Response<'p> {
-    enum Target {
-        Replica(Box<InferenceReplica>),
-        Service(Box<InferenceService>),
-    }
-    if kind == "InferenceService" && !ctx.default_inference_services {
-        return response;
-    }
-    let raw: Value = match serde_json::from_str(object.get()) {
-        Ok(v) => v,
-        Err(e) => return response.deny(format!("cannot read the {kind}: {e}")),
-    };
-    let target = match kind {
-        "InferenceReplica" => typed_value(&raw, kind).map(Target::Replica),
-        _ => typed_value(&raw, kind).map(Target::Service),
-    };
-    let target = match target {
-        Ok(t) => t,
-        Err(message) => return response.deny(message),
-    };
     let skipped = |mut response: Response<'p>, why: String| {
         response.warnings = vec![format!(
             "alfred-webhook wrote no update-strategy defaults: {why}"
@@ -406,15 +369,29 @@ fn defaults<'p>(
         Ok(f) => f,
         Err(why) => return skipped(response, why),
     };
-    let ops = match target {
-        Target::Replica(r) => {
-            let lifecycle = runtime
+    let ops = match object {
+        Object::Replica {
+            component,
+            lifecycle,
+            lifecycles,
+            ..
+        } => {
+            let from_runtime = runtime
                 .as_ref()
-                .and_then(|f| f.component(r.spec.component))
+                .and_then(|f| f.component(*component))
                 .and_then(|c| c.lifecycle.as_ref());
-            replica_defaults(&raw, &r, lifecycle, operator)
+            replica_defaults(
+                lifecycles,
+                *component,
+                lifecycle.as_ref(),
+                from_runtime,
+                operator,
+            )
         }
-        Target::Service(i) => inference_service_defaults(&raw, &i, runtime.as_ref(), operator),
+        Object::Service { isvc, lifecycles } => {
+            inference_service_defaults(lifecycles, isvc, runtime.as_ref(), operator)
+        }
+        Object::Runtime(_) => return response,
     };
     with_patch(response, ops)
 }
@@ -431,16 +408,6 @@ fn with_patch(mut response: Response<'_>, ops: Vec<json_patch::PatchOperation>) 
         }
         Err(e) => response.deny(format!("cannot write the defaults patch: {e}")),
     }
-}
-
-fn typed<T: DeserializeOwned>(raw: &RawValue, kind: &str) -> Result<T, String> {
-    serde_json::from_str(raw.get()).map_err(|e| format!("cannot read the {kind}: {e}"))
-}
-
-fn typed_value<T: DeserializeOwned>(raw: &Value, kind: &str) -> Result<Box<T>, String> {
-    T::deserialize(raw)
-        .map(Box::new)
-        .map_err(|e| format!("cannot read the {kind}: {e}"))
 }
 
 fn unsupported(group: &str, kind: &str) -> String {

@@ -201,13 +201,14 @@ fn unreadable_reviews_are_errors_not_panics() {
     );
     let empty = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#;
     assert!(review(empty, Hook::Mutate).is_err());
-    // A well-formed review of an object that is not a valid InferenceService is refused, not allowed.
+    // A well-formed review of an object whose fields the rules read do not read is refused, not
+    // allowed (fields no rule reads are the CRD schema's to check).
     let bad = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "u", "kind": {"group": "ome.io", "version": "v1beta1", "kind": "InferenceService"},
         "resource": {"group": "ome.io", "version": "v1beta1", "resource": "inferenceservices"},
         "name": "x", "namespace": "prod", "operation": "CREATE", "userInfo": {},
         "object": {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "x"},
-                   "spec": {"engine": {"minReplicas": "two"}}}}});
+                   "spec": {"engine": {"lifecycle": {"updateStrategy": {"rollingUpdate": "fast"}}}}}}});
     let out: Value =
         serde_json::from_slice(&review(bad.to_string().as_bytes(), Hook::Validate).unwrap())
             .unwrap();
@@ -216,8 +217,102 @@ fn unreadable_reviews_are_errors_not_panics() {
         out["response"]["status"]["message"]
             .as_str()
             .unwrap()
-            .starts_with("cannot read the InferenceService")
+            .starts_with("cannot read the InferenceService: spec.engine.lifecycle: ")
     );
+}
+
+#[path = "../examples/loadgen/shape.rs"]
+mod shape;
+
+/// The webhook reads of an object only what the rules read (`view`); the core's types read all
+/// of it. Every fixture must get the same answer both ways, as written and as the API server
+/// sends it (compact, with containers, `managedFields` and `last-applied-configuration`).
+#[test]
+fn the_view_answers_as_the_full_types_do() {
+    use alfred::admission::{
+        replica_defaults, review_inference_service, review_replica, review_runtime,
+    };
+    use alfred::api::{ClusterServingRuntime, InferenceReplica, InferenceService, ServingRuntime};
+    let chart = OperatorDefaults::chart();
+    let ctx = Context {
+        defaults: Some(&chart),
+        default_inference_services: false,
+    };
+    let full = |object: &Value, kind: &str| match kind {
+        "InferenceService" => serde_json::from_value::<InferenceService>(object.clone()).ok(),
+        _ => None,
+    };
+    let mut compared = 0;
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).unwrap()
+    {
+        let path = entry.unwrap().path();
+        let written = std::fs::read(&path).unwrap();
+        for body in [shape::as_apiserver_sends(&written).unwrap(), written] {
+            let request = serde_json::from_slice::<Value>(&body).unwrap()["request"].take();
+            let (object, kind) = (
+                &request["object"],
+                request["kind"]["kind"].as_str().unwrap(),
+            );
+            if object.is_null() || request["kind"]["group"] != "ome.io" {
+                continue;
+            }
+            let name = format!("{} ({} bytes)", path.display(), body.len());
+            let answer = |hook| {
+                let out = review(&body, hook, &ctx, |_| Ok(None)).unwrap();
+                serde_json::from_slice::<Value>(&out.body).unwrap()["response"].take()
+            };
+            let verdict = match kind {
+                "InferenceService" => {
+                    let old = full(&request["oldObject"], kind);
+                    review_inference_service(
+                        &full(object, kind).unwrap(),
+                        old.as_ref().and_then(|o| o.metadata.annotations.as_ref()),
+                    )
+                }
+                "ServingRuntime" => review_runtime(
+                    &serde_json::from_value::<ServingRuntime>(object.clone())
+                        .unwrap()
+                        .spec
+                        .fields,
+                ),
+                "ClusterServingRuntime" => review_runtime(
+                    &serde_json::from_value::<ClusterServingRuntime>(object.clone())
+                        .unwrap()
+                        .spec
+                        .fields,
+                ),
+                "InferenceReplica" => {
+                    let replica: InferenceReplica = serde_json::from_value(object.clone()).unwrap();
+                    let ops = replica_defaults(
+                        object,
+                        replica.spec.component,
+                        replica.spec.lifecycle.as_ref(),
+                        None,
+                        &chart,
+                    );
+                    let patched = answer(Hook::Mutate);
+                    assert_eq!(
+                        patch(&patched),
+                        serde_json::to_value(&ops).unwrap(),
+                        "{name}"
+                    );
+                    review_replica(replica.spec.lifecycle.as_ref())
+                }
+                other => panic!("{name}: a fixture of kind {other}"),
+            };
+            let validated = answer(Hook::Validate);
+            assert_eq!(
+                validated["status"]["message"].as_str(),
+                verdict.denied.as_deref(),
+                "{name}"
+            );
+            let warnings: Vec<String> =
+                serde_json::from_value(validated["warnings"].clone()).unwrap_or_default();
+            assert_eq!(warnings, verdict.warnings, "{name}");
+            compared += 1;
+        }
+    }
+    assert!(compared >= 10, "only {compared} reviews compared");
 }
 
 proptest::proptest! {

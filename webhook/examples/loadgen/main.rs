@@ -6,6 +6,8 @@
 //!
 //! `cargo run --release -p alfred-webhook --example loadgen -- --ca certs/ca.crt [--pid PID]`
 
+mod shape;
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,6 +34,8 @@ struct Args {
     http2: bool,
     /// Reviews in flight on each HTTP/2 connection.
     streams: usize,
+    /// Send the fixtures as written instead of as the API server sends them.
+    as_written: bool,
 }
 
 fn args() -> Result<Args, String> {
@@ -44,6 +48,7 @@ fn args() -> Result<Args, String> {
         pid: None,
         http2: false,
         streams: 8,
+        as_written: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -58,9 +63,10 @@ fn args() -> Result<Args, String> {
             "--pid" => a.pid = Some(number(value()?)? as u32),
             "--http2" => a.http2 = true,
             "--streams" => a.streams = number(value()?)?.max(1) as usize,
+            "--as-written" => a.as_written = true,
             _ => {
                 return Err(format!(
-                    "unknown flag {flag}; flags: --addr --ca --connections --rate --seconds --pid --http2 --streams"
+                    "unknown flag {flag}; flags: --addr --ca --connections --rate --seconds --pid --http2 --streams --as-written"
                 ));
             }
         }
@@ -68,20 +74,47 @@ fn args() -> Result<Args, String> {
     Ok(a)
 }
 
-/// The mix: refusals, warnings, patches and plain allows, as in a busy cluster.
-fn mix() -> Vec<Review> {
+/// The mix: refusals, warnings, patches and plain allows. Heavier in refusals and patches than
+/// a real cluster's traffic, where most reviews are allowed: each of those costs a log line.
+const MIX: [(&str, &str); 6] = [
+    ("/validate", "isvc-create-deployment-strategy.json"),
+    ("/validate", "isvc-create-zero-budget.json"),
+    ("/validate", "isvc-update-bad-cooldown.json"),
+    ("/validate", "runtime-zero-budgets.json"),
+    ("/mutate", "irep-create-type-only.json"),
+    ("/validate", "irep-create-type-only.json"),
+];
+
+/// The fixtures as written and as the API server sends them, in pairs.
+fn mix() -> Result<Vec<(Review, Review)>, String> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
-    [
-        ("/validate", "isvc-create-deployment-strategy.json"),
-        ("/validate", "isvc-create-zero-budget.json"),
-        ("/validate", "isvc-update-bad-cooldown.json"),
-        ("/validate", "runtime-zero-budgets.json"),
-        ("/mutate", "irep-create-type-only.json"),
-        ("/validate", "irep-create-type-only.json"),
-    ]
-    .into_iter()
-    .map(|(path, f)| review(path, std::fs::read(format!("{dir}/{f}")).expect("fixture")))
-    .collect()
+    MIX.iter()
+        .map(|(path, f)| {
+            let fixture = std::fs::read(format!("{dir}/{f}")).map_err(|e| format!("{f}: {e}"))?;
+            let sent = shape::as_apiserver_sends(&fixture).map_err(|e| format!("{f}: {e}"))?;
+            Ok((review(path, fixture), review(path, sent)))
+        })
+        .collect()
+}
+
+/// The webhook must answer a review as the API server sends it exactly as it answers the
+/// fixture: the extra bytes are load, not a different question.
+async fn same_answers(connection: &mut Connection, mix: &[(Review, Review)]) -> Result<(), String> {
+    for (written, sent) in mix {
+        let (a, b) = (
+            connection.exchange(written).await?,
+            connection.exchange(sent).await?,
+        );
+        if a != b {
+            return Err(format!(
+                "{} answers differently as the API server sends it:\n{}\n{}",
+                written.path,
+                String::from_utf8_lossy(&a),
+                String::from_utf8_lossy(&b)
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn connector(ca: &PathBuf) -> Result<TlsConnector, String> {
@@ -145,7 +178,7 @@ enum Connection {
 
 impl Connection {
     /// Sends one review and checks the answer: status 200 and an AdmissionReview body.
-    async fn exchange(&mut self, review: &Review) -> Result<(), String> {
+    async fn exchange(&mut self, review: &Review) -> Result<Bytes, String> {
         let (status, body) = match self {
             Connection::Http1 { stream, buf } => {
                 stream
@@ -188,7 +221,7 @@ impl Connection {
                 String::from_utf8_lossy(&body)
             ));
         }
-        Ok(())
+        Ok(body)
     }
 }
 
@@ -293,7 +326,7 @@ async fn worker(
         if sent >= end {
             break;
         }
-        let result = connection.exchange(&mix[i % mix.len()]).await;
+        let result = connection.exchange(&mix[i % mix.len()]).await.map(drop);
         i += 1;
         match result {
             Ok(()) => tally
@@ -335,7 +368,14 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
 async fn main() -> Result<(), String> {
     let args = args()?;
     let tls = connector(&args.ca)?;
-    let mix = Arc::new(mix());
+    let pairs = mix()?;
+    same_answers(&mut open(&tls, args.addr, false).await?, &pairs).await?;
+    let mix: Vec<Review> = pairs
+        .into_iter()
+        .map(|(written, sent)| if args.as_written { written } else { sent })
+        .collect();
+    let bytes = mix.iter().map(|r| r.body.len()).sum::<usize>() / mix.len();
+    let mix = Arc::new(mix);
     let streams = if args.http2 { args.streams } else { 1 };
     let workers = args.connections * streams;
     let interval =
@@ -391,10 +431,15 @@ async fn main() -> Result<(), String> {
         r => format!("{r}/s"),
     };
     println!(
-        "{} rate {mode}, {} connections x {streams} in flight, {:?}: {n} reviews ({:.0}/s), {} errors; latency ms p50 {:.3} p90 {:.3} p99 {:.3} p99.9 {:.3} max {:.3}",
+        "{} rate {mode}, {} connections x {streams} in flight, {:?}, {} reviews of {bytes} bytes on average: {n} reviews ({:.0}/s), {} errors; latency ms p50 {:.3} p90 {:.3} p99 {:.3} p99.9 {:.3} max {:.3}",
         if args.http2 { "HTTP/2" } else { "HTTP/1.1" },
         args.connections,
         args.duration,
+        if args.as_written {
+            "fixture"
+        } else {
+            "API-server"
+        },
         n as f64 / args.duration.as_secs_f64(),
         all.errors,
         pct(0.5),
