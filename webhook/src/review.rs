@@ -14,7 +14,6 @@ use alfred::api::runtime::RuntimeFields;
 use alfred::strategy::OperatorDefaults;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
 use crate::view::{self, Object};
 
@@ -86,9 +85,9 @@ struct Request {
     namespace: Option<String>,
     operation: Operation,
     #[serde(default)]
-    object: Option<Box<RawValue>>,
+    object: Option<view::Sent>,
     #[serde(default)]
-    old_object: Option<Box<RawValue>>,
+    old_object: Option<view::Stored>,
 }
 
 #[derive(Deserialize)]
@@ -202,8 +201,8 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
         .request
         .ok_or("the AdmissionReview carries no request")?;
     let object = match (&request.object, request.operation) {
-        (Some(raw), Operation::Create | Operation::Update) if request.kind.group == "ome.io" => {
-            view::read(&request.kind.kind, raw.get())
+        (Some(sent), Operation::Create | Operation::Update) if request.kind.group == "ome.io" => {
+            sent.read(&request.kind.kind)
         }
         _ => None,
     };
@@ -328,8 +327,8 @@ fn respond<'p>(parsed: &'p Parsed, hook: Hook, ctx: &Context<'_>, found: Found) 
             // An old object that does not read is judged as a create: every key is checked.
             let old = request
                 .old_object
-                .as_deref()
-                .and_then(|o| view::annotations(o.get()).ok());
+                .as_ref()
+                .and_then(view::Stored::annotations);
             review_inference_service(isvc, old.as_ref())
         }
         (Hook::Validate, Object::Runtime(fields)) => review_runtime(fields),

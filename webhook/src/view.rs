@@ -15,8 +15,9 @@ use alfred::api::isvc::{InferenceServiceSpec, RuntimeRef, SpecDeploymentMode};
 use alfred::api::lifecycle::LifecycleSpec;
 use alfred::api::runtime::RuntimeFields;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 
 /// The object of a review, by kind.
@@ -37,166 +38,126 @@ pub enum Object {
     },
 }
 
-/// Reads an object of an ome.io `kind` this webhook reviews; None for any other kind.
-pub fn read(kind: &str, json: &str) -> Option<Result<Object, String>> {
-    let object = match kind {
-        "InferenceService" => parse::<ServiceSpec>(json).and_then(|o| o.into_object()),
-        "ServingRuntime" | "ClusterServingRuntime" => {
-            parse::<RuntimeSpec>(json).and_then(|o| o.spec.into_fields().map(Object::Runtime))
-        }
-        "InferenceReplica" => parse::<ReplicaSpec>(json).and_then(|o| o.into_object()),
-        _ => return None,
-    };
-    Some(object.map_err(|e| format!("cannot read the {kind}: {e}")))
-}
-
-/// The annotations the rules read of an object (an update's stored one).
-pub fn annotations(json: &str) -> Result<BTreeMap<String, String>, String> {
-    #[derive(Deserialize)]
-    struct Annotated {
-        #[serde(default)]
-        metadata: Meta,
-    }
-    serde_json::from_str::<Annotated>(json)
-        .map(|a| a.metadata.annotations)
-        .map_err(|e| e.to_string())
-}
-
-fn parse<S: DeserializeOwned>(json: &str) -> Result<Read<S>, String> {
-    serde_json::from_str(json).map_err(|e| e.to_string())
-}
-
+/// An object as the review carries it, read in the same pass as the review: what the rules
+/// read, each field still JSON (a field of the wrong type is the object's fault, refused with
+/// its path by [`Sent::read`], not a malformed review), everything else skipped.
 #[derive(Deserialize)]
-#[serde(bound = "S: DeserializeOwned")]
-struct Read<S> {
+pub struct Sent {
     #[serde(default)]
     metadata: Meta,
-    spec: S,
+    #[serde(default)]
+    spec: Option<SentSpec>,
 }
 
-#[derive(Deserialize, Default)]
-struct Meta {
-    #[serde(default, deserialize_with = "read_annotations")]
-    annotations: BTreeMap<String, String>,
-}
-
+/// The spec fields read, of every kind reviewed (their names do not overlap).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ServiceSpec {
-    #[serde(default)]
-    deployment_mode: Option<SpecDeploymentMode>,
-    #[serde(default)]
-    runtime: Option<RuntimeRef>,
-    #[serde(default)]
-    engine: Option<Component>,
-    #[serde(default)]
-    decoder: Option<Component>,
-    #[serde(default)]
-    router: Option<Component>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RuntimeSpec {
-    #[serde(default)]
-    engine_config: Option<Component>,
-    #[serde(default)]
-    decoder_config: Option<Component>,
-    #[serde(default)]
-    router_config: Option<Component>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReplicaSpec {
-    component: ComponentKind,
-    #[serde(default)]
-    parent_ref: Option<ParentRef>,
-    #[serde(default)]
+struct SentSpec {
+    // InferenceService
+    deployment_mode: Option<Value>,
+    runtime: Option<Value>,
+    engine: Option<SentComponent>,
+    decoder: Option<SentComponent>,
+    router: Option<SentComponent>,
+    // ServingRuntime, ClusterServingRuntime
+    engine_config: Option<SentComponent>,
+    decoder_config: Option<SentComponent>,
+    router_config: Option<SentComponent>,
+    // InferenceReplica
+    component: Option<Value>,
+    parent_ref: Option<Value>,
     lifecycle: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct ParentRef {
-    name: String,
 }
 
 /// What the rules read of a component: the mode annotation, whether it has a leader or
 /// workers, the RawDeployment strategy and the lifecycle.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Component {
-    #[serde(default)]
-    annotations: BTreeMap<String, String>,
-    #[serde(default)]
-    leader: Option<Box<LeaderSpec>>,
-    #[serde(default)]
-    worker: Option<Box<WorkerSpec>>,
-    #[serde(default)]
+struct SentComponent {
+    annotations: Option<Value>,
+    leader: Option<Value>,
+    worker: Option<Value>,
     deployment_strategy: Option<Value>,
-    #[serde(default)]
     lifecycle: Option<Value>,
 }
 
-fn lifecycle(value: Option<&Value>, path: &str) -> Result<Option<LifecycleSpec>, String> {
-    value
-        .map(|v| LifecycleSpec::deserialize(v).map_err(|e| format!("{path}.lifecycle: {e}")))
-        .transpose()
+/// The stored object of an update: only its annotations are read.
+#[derive(Deserialize)]
+pub struct Stored {
+    #[serde(default)]
+    metadata: Meta,
 }
 
-/// `{"lifecycle": value}`, or `{}` without one.
-fn lifecycle_tree(value: Option<Value>) -> Value {
-    Value::Object(
-        value
-            .map(|v| ("lifecycle".to_string(), v))
-            .into_iter()
-            .collect(),
-    )
-}
-
-impl Component {
-    /// The component as the core's type, with what the defaults fill beside it.
-    fn into_spec(self, path: &str) -> Result<(Box<ComponentSpec>, Value), String> {
-        let spec = ComponentSpec {
-            annotations: self.annotations,
-            leader: self.leader,
-            worker: self.worker,
-            deployment_strategy: self.deployment_strategy,
-            lifecycle: lifecycle(self.lifecycle.as_ref(), path)?,
-            ..Default::default()
-        };
-        Ok((Box::new(spec), lifecycle_tree(self.lifecycle)))
+impl Stored {
+    /// The annotations the rules read; None when one is not a string.
+    pub fn annotations(&self) -> Option<BTreeMap<String, String>> {
+        self.metadata.strings().ok()
     }
 }
 
-impl Read<ServiceSpec> {
-    fn into_object(self) -> Result<Object, String> {
-        let ServiceSpec {
-            deployment_mode,
-            runtime,
-            engine,
-            decoder,
-            router,
-        } = self.spec;
-        let mut tree = Map::new();
-        let mut component = |c: Option<Component>, kind: ComponentKind| {
-            c.map(|c| {
-                let (spec, lifecycles) = c.into_spec(&format!("spec.{kind}"))?;
-                tree.insert(kind.as_str().to_string(), lifecycles);
-                Ok::<_, String>(spec)
+#[derive(Deserialize, Default)]
+struct Meta {
+    #[serde(default, deserialize_with = "read_annotations")]
+    annotations: BTreeMap<String, Value>,
+}
+
+impl Meta {
+    fn strings(&self) -> Result<BTreeMap<String, String>, String> {
+        self.annotations
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k.clone(), s.clone())),
+                other => Err(format!(
+                    "metadata.annotations[{k:?}]: {other} is not a string"
+                )),
             })
-            .transpose()
+            .collect()
+    }
+}
+
+impl Sent {
+    /// The object as an ome.io `kind` this webhook reviews; None for any other kind.
+    pub fn read(&self, kind: &str) -> Option<Result<Object, String>> {
+        let object = match kind {
+            "InferenceService" => self.service(),
+            "ServingRuntime" | "ClusterServingRuntime" => self.runtime().map(Object::Runtime),
+            "InferenceReplica" => self.replica(),
+            _ => return None,
+        };
+        Some(object.map_err(|e| format!("cannot read the {kind}: {e}")))
+    }
+
+    fn spec(&self) -> Result<&SentSpec, String> {
+        self.spec
+            .as_ref()
+            .ok_or_else(|| "spec is missing".to_string())
+    }
+
+    fn service(&self) -> Result<Object, String> {
+        let sent = self.spec()?;
+        let mut tree = Map::new();
+        let mut component = |c: &Option<SentComponent>, kind: ComponentKind| {
+            c.as_ref()
+                .map(|c| {
+                    let spec = c.read(&format!("spec.{kind}"))?;
+                    tree.insert(kind.as_str().to_string(), lifecycle_tree(&c.lifecycle));
+                    Ok::<_, String>(spec)
+                })
+                .transpose()
         };
         let spec = InferenceServiceSpec {
-            deployment_mode,
-            runtime,
-            engine: component(engine, ComponentKind::Engine)?,
-            decoder: component(decoder, ComponentKind::Decoder)?,
-            router: component(router, ComponentKind::Router)?,
+            deployment_mode: typed::<SpecDeploymentMode>(
+                &sent.deployment_mode,
+                "spec.deploymentMode",
+            )?,
+            runtime: typed::<RuntimeRef>(&sent.runtime, "spec.runtime")?,
+            engine: component(&sent.engine, ComponentKind::Engine)?,
+            decoder: component(&sent.decoder, ComponentKind::Decoder)?,
+            router: component(&sent.router, ComponentKind::Router)?,
             ..Default::default()
         };
         let metadata = ObjectMeta {
-            annotations: Some(self.metadata.annotations),
+            annotations: Some(self.metadata.strings()?),
             ..Default::default()
         };
         Ok(Object::Service {
@@ -208,36 +169,68 @@ impl Read<ServiceSpec> {
             lifecycles: spec_tree(Value::Object(tree)),
         })
     }
-}
 
-impl RuntimeSpec {
-    fn into_fields(self) -> Result<RuntimeFields, String> {
-        let config = |c: Option<Component>, kind: ComponentKind| {
-            c.map(|c| {
-                c.into_spec(&format!("spec.{kind}Config"))
-                    .map(|(spec, _)| spec)
-            })
-            .transpose()
+    fn runtime(&self) -> Result<RuntimeFields, String> {
+        let sent = self.spec()?;
+        let config = |c: &Option<SentComponent>, kind: ComponentKind| {
+            c.as_ref()
+                .map(|c| c.read(&format!("spec.{kind}Config")))
+                .transpose()
         };
         Ok(RuntimeFields {
-            engine_config: config(self.engine_config, ComponentKind::Engine)?,
-            decoder_config: config(self.decoder_config, ComponentKind::Decoder)?,
-            router_config: config(self.router_config, ComponentKind::Router)?,
+            engine_config: config(&sent.engine_config, ComponentKind::Engine)?,
+            decoder_config: config(&sent.decoder_config, ComponentKind::Decoder)?,
+            router_config: config(&sent.router_config, ComponentKind::Router)?,
             disabled: None,
         })
     }
-}
 
-impl Read<ReplicaSpec> {
-    fn into_object(self) -> Result<Object, String> {
-        let spec = self.spec;
+    fn replica(&self) -> Result<Object, String> {
+        #[derive(Deserialize)]
+        struct ParentRef {
+            name: String,
+        }
+        let sent = self.spec()?;
         Ok(Object::Replica {
-            component: spec.component,
-            parent: spec.parent_ref.map(|p| p.name),
-            lifecycle: lifecycle(spec.lifecycle.as_ref(), "spec")?,
-            lifecycles: spec_tree(lifecycle_tree(spec.lifecycle)),
+            component: typed(&sent.component, "spec.component")?
+                .ok_or("spec.component is missing")?,
+            parent: typed::<ParentRef>(&sent.parent_ref, "spec.parentRef")?.map(|p| p.name),
+            lifecycle: typed(&sent.lifecycle, "spec.lifecycle")?,
+            lifecycles: spec_tree(lifecycle_tree(&sent.lifecycle)),
         })
     }
+}
+
+impl SentComponent {
+    fn read(&self, path: &str) -> Result<Box<ComponentSpec>, String> {
+        Ok(Box::new(ComponentSpec {
+            annotations: typed(&self.annotations, &format!("{path}.annotations"))?
+                .unwrap_or_default(),
+            leader: typed::<LeaderSpec>(&self.leader, &format!("{path}.leader"))?.map(Box::new),
+            worker: typed::<WorkerSpec>(&self.worker, &format!("{path}.worker"))?.map(Box::new),
+            deployment_strategy: self.deployment_strategy.clone(),
+            lifecycle: typed(&self.lifecycle, &format!("{path}.lifecycle"))?,
+            ..Default::default()
+        }))
+    }
+}
+
+/// A field read as its type; Err names it.
+fn typed<T: DeserializeOwned>(value: &Option<Value>, path: &str) -> Result<Option<T>, String> {
+    value
+        .as_ref()
+        .map(|v| T::deserialize(v).map_err(|e| format!("{path}: {e}")))
+        .transpose()
+}
+
+/// `{"lifecycle": value}`, or `{}` without one.
+fn lifecycle_tree(value: &Option<Value>) -> Value {
+    Value::Object(
+        value
+            .iter()
+            .map(|v| ("lifecycle".to_string(), v.clone()))
+            .collect(),
+    )
 }
 
 fn spec_tree(spec: Value) -> Value {
@@ -247,10 +240,10 @@ fn spec_tree(spec: Value) -> Value {
 /// Reads `metadata.annotations` (null reads as none), keeping only those the rules read; the
 /// others are skipped without being copied (`last-applied-configuration` alone repeats the
 /// whole object).
-fn read_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+fn read_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Value>, D::Error> {
     struct Annotations;
     impl<'de> Visitor<'de> for Annotations {
-        type Value = BTreeMap<String, String>;
+        type Value = BTreeMap<String, Value>;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("a map of strings")
         }
