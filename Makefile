@@ -80,12 +80,13 @@ loadtest: certs ## The webhook under load over TLS: as fast as it goes, then 5,0
 
 loadtest-wrk: certs ## The same mix at full rate with wrk (apt-get install wrk), a second opinion
 	@command -v wrk >/dev/null || { echo "wrk is not installed: apt-get install wrk" >&2; exit 1; }
-	$(CARGO) build -q --release -p alfred-webhook --bin alfred-webhook
+	$(CARGO) build -q --release -p alfred-webhook --bin alfred-webhook --example loadgen
+	./target/release/examples/loadgen --write-mix target/loadtest-mix
 	@./target/release/alfred-webhook --standalone --addr 127.0.0.1:18443 --probe-addr 127.0.0.1:18080 \
 	  --tls-cert $(CERTS)/tls.crt --tls-key $(CERTS)/tls.key --shutdown-delay 0s \
 	  --operator-defaults manifests/webhook/inferenceservice-config.example.yaml >/dev/null 2>&1 & \
 	pid=$$!; trap "kill $$pid" EXIT; sleep 1; \
-	FIXTURES=webhook/tests/fixtures wrk -t1 -c16 -d10s --latency -s webhook/examples/wrk-mix.lua https://127.0.0.1:18443
+	FIXTURES=target/loadtest-mix wrk -t1 -c16 -d10s --latency -s webhook/examples/wrk-mix.lua https://127.0.0.1:18443
 
 fuzz: ## Fuzz the webhook's review entry point for FUZZ_SECONDS (nightly and cargo-fuzz)
 	cd webhook && mkdir -p fuzz/corpus/review && cp tests/fixtures/*.json fuzz/corpus/review/ && \

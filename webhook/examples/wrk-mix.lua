@@ -1,6 +1,7 @@
 -- wrk script: the load generator's mix of AdmissionReviews (refusals, warnings, patches, plain
--- allows), one after another on each keep-alive connection. FIXTURES names their directory.
---   FIXTURES=webhook/tests/fixtures wrk -t1 -c16 -d10s -s webhook/examples/wrk-mix.lua https://127.0.0.1:18443
+-- allows), one after another on each keep-alive connection. FIXTURES names their directory:
+-- `loadgen --write-mix DIR` writes them as the API server sends them, or the test fixtures.
+--   FIXTURES=target/loadtest-mix wrk -t1 -c16 -d10s -s webhook/examples/wrk-mix.lua https://127.0.0.1:18443
 local dir = os.getenv("FIXTURES") or "webhook/tests/fixtures"
 local mix = {
   {"/validate", "isvc-create-deployment-strategy.json"},

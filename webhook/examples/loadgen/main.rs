@@ -36,6 +36,8 @@ struct Args {
     streams: usize,
     /// Send the fixtures as written instead of as the API server sends them.
     as_written: bool,
+    /// Only write the mix as the API server sends it into this directory (for wrk), and exit.
+    write_mix: Option<PathBuf>,
 }
 
 fn args() -> Result<Args, String> {
@@ -49,6 +51,7 @@ fn args() -> Result<Args, String> {
         http2: false,
         streams: 8,
         as_written: false,
+        write_mix: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -64,9 +67,10 @@ fn args() -> Result<Args, String> {
             "--http2" => a.http2 = true,
             "--streams" => a.streams = number(value()?)?.max(1) as usize,
             "--as-written" => a.as_written = true,
+            "--write-mix" => a.write_mix = Some(value()?.into()),
             _ => {
                 return Err(format!(
-                    "unknown flag {flag}; flags: --addr --ca --connections --rate --seconds --pid --http2 --streams --as-written"
+                    "unknown flag {flag}; flags: --addr --ca --connections --rate --seconds --pid --http2 --streams --as-written --write-mix"
                 ));
             }
         }
@@ -369,6 +373,14 @@ async fn main() -> Result<(), String> {
     let args = args()?;
     let tls = connector(&args.ca)?;
     let pairs = mix()?;
+    if let Some(dir) = &args.write_mix {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for ((_, file), (_, sent)) in MIX.iter().zip(&pairs) {
+            let path = dir.join(file);
+            std::fs::write(&path, &sent.body).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        return Ok(());
+    }
     same_answers(&mut open(&tls, args.addr, false).await?, &pairs).await?;
     let mix: Vec<Review> = pairs
         .into_iter()
