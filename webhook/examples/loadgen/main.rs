@@ -1,5 +1,6 @@
 //! Load generator for alfred-webhook: AdmissionReviews over TLS on keep-alive connections,
-//! as the API server sends them. Two modes:
+//! shaped as the API server sends them (`shape.rs`; `--as-written` sends the test fixtures
+//! unchanged). Two modes:
 //! - as fast as it goes (`--rate 0`): sustained throughput;
 //! - a fixed rate (`--rate N`): latency measured from each request's scheduled send time, so a
 //!   stalled server cannot hide its queue (no coordinated omission).
