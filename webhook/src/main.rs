@@ -98,7 +98,7 @@ fn main() -> Result<()> {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match args.log_format {
-        LogFormat::Json => logs.json().flatten_event(true).init(),
+        LogFormat::Json => logs.event_format(alfred_webhook::logs::JsonLines).init(),
         LogFormat::Text => logs.init(),
     }
     rustls::crypto::ring::default_provider()

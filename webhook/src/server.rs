@@ -91,7 +91,7 @@ async fn handle(state: &AppState, hook: Hook, body: &[u8]) -> Response {
             namespace = parsed.namespace(),
             name = parsed.name(),
             outcome = answer.outcome.as_str(),
-            message = answer.message.as_deref().unwrap_or(""),
+            detail = answer.message.as_deref().unwrap_or(""),
             micros = took.as_micros() as u64,
             "review"
         );
@@ -102,7 +102,7 @@ async fn handle(state: &AppState, hook: Hook, body: &[u8]) -> Response {
             kind = parsed.kind(),
             namespace = parsed.namespace(),
             name = parsed.name(),
-            message = answer.message.as_deref().unwrap_or(""),
+            detail = answer.message.as_deref().unwrap_or(""),
             micros = took.as_micros() as u64,
             "review allowed"
         );
