@@ -89,5 +89,7 @@ loadtest-wrk: certs ## The same mix at full rate with wrk (apt-get install wrk),
 	FIXTURES=target/loadtest-mix wrk -t1 -c16 -d10s --latency -s webhook/examples/wrk-mix.lua https://127.0.0.1:18443
 
 fuzz: ## Fuzz the webhook's review entry point for FUZZ_SECONDS (nightly and cargo-fuzz)
+	$(CARGO) run -q --release -p alfred-webhook --example loadgen -- --write-mix target/loadtest-mix
 	cd webhook && mkdir -p fuzz/corpus/review && cp tests/fixtures/*.json fuzz/corpus/review/ && \
+	  for f in ../target/loadtest-mix/*.json; do cp $$f fuzz/corpus/review/sent-$${f##*/}; done && \
 	  cargo +nightly fuzz run review -- -max_total_time=$${FUZZ_SECONDS:-300}
