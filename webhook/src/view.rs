@@ -42,6 +42,7 @@ pub enum Object {
 /// read, each field still JSON (a field of the wrong type is the object's fault, refused with
 /// its path by [`Sent::read`], not a malformed review), everything else skipped.
 #[derive(Deserialize)]
+#[serde(expecting = "an object (request.object)")]
 pub struct Sent {
     #[serde(default)]
     metadata: Meta,
@@ -51,7 +52,7 @@ pub struct Sent {
 
 /// The spec fields read, of every kind reviewed (their names do not overlap).
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an object (the object's spec)")]
 struct SentSpec {
     // InferenceService
     deployment_mode: Option<Value>,
@@ -72,7 +73,10 @@ struct SentSpec {
 /// What the rules read of a component: the mode annotation, whether it has a leader or
 /// workers, the RawDeployment strategy and the lifecycle.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(
+    rename_all = "camelCase",
+    expecting = "an object (a component of the spec)"
+)]
 struct SentComponent {
     annotations: Option<Value>,
     leader: Option<Value>,
@@ -83,6 +87,7 @@ struct SentComponent {
 
 /// The stored object of an update: only its annotations are read.
 #[derive(Deserialize)]
+#[serde(expecting = "an object (request.oldObject)")]
 pub struct Stored {
     #[serde(default)]
     metadata: Meta,
@@ -96,6 +101,7 @@ impl Stored {
 }
 
 #[derive(Deserialize, Default)]
+#[serde(expecting = "an object (metadata)")]
 struct Meta {
     #[serde(default, deserialize_with = "read_annotations")]
     annotations: BTreeMap<String, Value>,

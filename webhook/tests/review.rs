@@ -192,6 +192,18 @@ fn unreadable_reviews_are_errors_not_panics() {
             .unwrap_err()
             .starts_with("the body is not an AdmissionReview")
     );
+    // An object of the wrong shape (which the API server's schema check never lets through)
+    // makes the review unreadable, and the error says which part.
+    let misshapen = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "kind": {"group": "ome.io", "version": "v1beta1", "kind": "InferenceService"},
+        "operation": "CREATE", "object": {"spec": {"engine": "big"}}}});
+    let error = review(misshapen.to_string().as_bytes(), Hook::Validate).unwrap_err();
+    assert!(
+        error.contains(
+            r#"invalid type: string "big", expected an object (a component of the spec)"#
+        ),
+        "{error}"
+    );
     let v1beta1 =
         br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":null}"#;
     assert!(
