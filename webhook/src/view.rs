@@ -13,6 +13,7 @@ use alfred::api::InferenceService;
 use alfred::api::component::{ComponentKind, ComponentSpec, LeaderSpec, WorkerSpec};
 use alfred::api::isvc::{InferenceServiceSpec, RuntimeRef, SpecDeploymentMode};
 use alfred::api::lifecycle::LifecycleSpec;
+use alfred::api::replica::ParentRef;
 use alfred::api::runtime::RuntimeFields;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
@@ -192,10 +193,6 @@ impl Sent {
     }
 
     fn replica(&self) -> Result<Object, String> {
-        #[derive(Deserialize)]
-        struct ParentRef {
-            name: String,
-        }
         let sent = self.spec()?;
         Ok(Object::Replica {
             component: typed(&sent.component, "spec.component")?
