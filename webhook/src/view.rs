@@ -48,7 +48,7 @@ pub struct Sent {
     #[serde(default)]
     metadata: Meta,
     #[serde(default)]
-    spec: Option<SentSpec>,
+    spec: Option<Box<SentSpec>>,
 }
 
 /// The spec fields read, of every kind reviewed (their names do not overlap).
@@ -58,13 +58,13 @@ struct SentSpec {
     // InferenceService
     deployment_mode: Option<Value>,
     runtime: Option<Value>,
-    engine: Option<SentComponent>,
-    decoder: Option<SentComponent>,
-    router: Option<SentComponent>,
+    engine: Option<Box<SentComponent>>,
+    decoder: Option<Box<SentComponent>>,
+    router: Option<Box<SentComponent>>,
     // ServingRuntime, ClusterServingRuntime
-    engine_config: Option<SentComponent>,
-    decoder_config: Option<SentComponent>,
-    router_config: Option<SentComponent>,
+    engine_config: Option<Box<SentComponent>>,
+    decoder_config: Option<Box<SentComponent>>,
+    router_config: Option<Box<SentComponent>>,
     // InferenceReplica
     component: Option<Value>,
     parent_ref: Option<Value>,
@@ -136,17 +136,17 @@ impl Sent {
 
     fn spec(&self) -> Result<&SentSpec, String> {
         self.spec
-            .as_ref()
+            .as_deref()
             .ok_or_else(|| "spec is missing".to_string())
     }
 
     fn service(&self) -> Result<Object, String> {
         let sent = self.spec()?;
         let mut tree = Map::new();
-        let mut component = |c: &Option<SentComponent>, kind: ComponentKind| {
+        let mut component = |c: &Option<Box<SentComponent>>, kind: ComponentKind| {
             c.as_ref()
                 .map(|c| {
-                    let spec = c.read(&format!("spec.{kind}"))?;
+                    let spec = c.read(format_args!("spec.{kind}"))?;
                     tree.insert(kind.as_str().to_string(), lifecycle_tree(&c.lifecycle));
                     Ok::<_, String>(spec)
                 })
@@ -179,9 +179,9 @@ impl Sent {
 
     fn runtime(&self) -> Result<RuntimeFields, String> {
         let sent = self.spec()?;
-        let config = |c: &Option<SentComponent>, kind: ComponentKind| {
+        let config = |c: &Option<Box<SentComponent>>, kind: ComponentKind| {
             c.as_ref()
-                .map(|c| c.read(&format!("spec.{kind}Config")))
+                .map(|c| c.read(format_args!("spec.{kind}Config")))
                 .transpose()
         };
         Ok(RuntimeFields {
@@ -205,21 +205,24 @@ impl Sent {
 }
 
 impl SentComponent {
-    fn read(&self, path: &str) -> Result<Box<ComponentSpec>, String> {
+    fn read(&self, path: fmt::Arguments) -> Result<Box<ComponentSpec>, String> {
         Ok(Box::new(ComponentSpec {
-            annotations: typed(&self.annotations, &format!("{path}.annotations"))?
+            annotations: typed(&self.annotations, format_args!("{path}.annotations"))?
                 .unwrap_or_default(),
-            leader: typed::<LeaderSpec>(&self.leader, &format!("{path}.leader"))?.map(Box::new),
-            worker: typed::<WorkerSpec>(&self.worker, &format!("{path}.worker"))?.map(Box::new),
+            leader: typed::<LeaderSpec>(&self.leader, format_args!("{path}.leader"))?.map(Box::new),
+            worker: typed::<WorkerSpec>(&self.worker, format_args!("{path}.worker"))?.map(Box::new),
             deployment_strategy: self.deployment_strategy.clone(),
-            lifecycle: typed(&self.lifecycle, &format!("{path}.lifecycle"))?,
+            lifecycle: typed(&self.lifecycle, format_args!("{path}.lifecycle"))?,
             ..Default::default()
         }))
     }
 }
 
-/// A field read as its type; Err names it.
-fn typed<T: DeserializeOwned>(value: &Option<Value>, path: &str) -> Result<Option<T>, String> {
+/// A field read as its type; Err names it (the path is formatted only then).
+fn typed<T: DeserializeOwned>(
+    value: &Option<Value>,
+    path: impl fmt::Display,
+) -> Result<Option<T>, String> {
     value
         .as_ref()
         .map(|v| T::deserialize(v).map_err(|e| format!("{path}: {e}")))
