@@ -219,6 +219,25 @@ async fn reviews_round_trip_over_tls_with_probes_metrics_and_limits() {
     assert_eq!(status, 200);
     let answer: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(answer["response"]["allowed"], false);
+    // A review of several TLS records and several socket reads (a 64 KiB annotation, as a
+    // large last-applied-configuration makes one) gets the same answer.
+    let mut large: Value =
+        serde_json::from_slice(&fixture("isvc-create-zero-budget.json")).unwrap();
+    large["request"]["object"]["metadata"]["annotations"]["example.com/large"] =
+        Value::String("x\\\"y".repeat(16 << 10));
+    let (status, large_body) = send(
+        &mut conn,
+        "POST",
+        "/validate",
+        serde_json::to_vec(&large).unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&large_body).unwrap()["response"]["status"],
+        answer["response"]["status"]
+    );
 
     let (status, body) = send(&mut conn, "POST", "/validate", b"not json".to_vec())
         .await
@@ -245,7 +264,7 @@ async fn reviews_round_trip_over_tls_with_probes_metrics_and_limits() {
         "alfred_webhook_reviews_total{hook=\"mutate\",kind=\"InferenceReplica\",outcome=\"patched\"} 1\n"
     ));
     assert!(metrics.contains(
-        "alfred_webhook_reviews_total{hook=\"validate\",kind=\"InferenceService\",outcome=\"denied\"} 1\n"
+        "alfred_webhook_reviews_total{hook=\"validate\",kind=\"InferenceService\",outcome=\"denied\"} 2\n"
     ));
     assert!(metrics.contains("alfred_webhook_bad_requests_total 1\n"));
 
