@@ -69,13 +69,13 @@ webhook-local: certs ## Run the webhook on this machine without a cluster (https
 	$(CARGO) run -q --release -p alfred-webhook -- --standalone --addr 127.0.0.1:8443 \
 	  --probe-addr 127.0.0.1:8080 --tls-cert $(CERTS)/tls.crt --tls-key $(CERTS)/tls.key --log-format text
 
-loadtest: certs ## The webhook under load over TLS: as fast as it goes, then 5,000 reviews/s
+loadtest: certs ## The webhook under load over TLS: as fast as it goes for a minute, then 5,000 reviews/s
 	$(CARGO) build -q --release -p alfred-webhook --bin alfred-webhook --example loadgen
 	@./target/release/alfred-webhook --standalone --addr 127.0.0.1:18443 --probe-addr 127.0.0.1:18080 \
 	  --tls-cert $(CERTS)/tls.crt --tls-key $(CERTS)/tls.key --shutdown-delay 0s \
 	  --operator-defaults manifests/webhook/inferenceservice-config.example.yaml >/dev/null 2>&1 & \
 	pid=$$!; trap "kill $$pid" EXIT; sleep 1; \
-	./target/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16 --seconds 10 --pid $$pid && \
+	./target/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16 --seconds 60 --pid $$pid && \
 	./target/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16 --seconds 10 --rate 5000 --pid $$pid
 
 loadtest-wrk: certs ## The same mix at full rate with wrk (apt-get install wrk), a second opinion
