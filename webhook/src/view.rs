@@ -47,6 +47,8 @@ pub enum Object {
 pub struct Sent {
     #[serde(default)]
     metadata: Meta,
+    /// Boxed, as are the components: serde moves each field's value through Options and
+    /// returns, and unboxed the spec is over a kilobyte.
     #[serde(default)]
     spec: Option<Box<SentSpec>>,
 }
