@@ -6,7 +6,7 @@ CLUSTER_DIR ?= tests/.run/local
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench install certs webhook-local loadtest loadtest-wrk fuzz
+.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench install certs webhook-local loadtest loadtest-mix loadtest-wrk fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -69,27 +69,28 @@ webhook-local: certs ## Run the webhook on this machine without a cluster (https
 	$(CARGO) run -q --release -p alfred-webhook -- --standalone --addr 127.0.0.1:8443 \
 	  --probe-addr 127.0.0.1:8080 --tls-cert $(CERTS)/tls.crt --tls-key $(CERTS)/tls.key --log-format text
 
+# The webhook without a cluster on test ports, in the background of a recipe line; $$pid is it.
+LOADTEST_WEBHOOK = ./target/release/alfred-webhook --standalone --addr 127.0.0.1:18443 \
+	  --probe-addr 127.0.0.1:18080 --tls-cert $(CERTS)/tls.crt --tls-key $(CERTS)/tls.key \
+	  --shutdown-delay 0s --operator-defaults manifests/webhook/inferenceservice-config.example.yaml \
+	  >/dev/null 2>&1 & pid=$$!; trap "kill $$pid" EXIT; sleep 1
+LOADGEN = ./target/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16
+
 loadtest: certs ## The webhook under load over TLS: as fast as it goes for a minute, then 5,000 reviews/s
 	$(CARGO) build -q --release -p alfred-webhook --bin alfred-webhook --example loadgen
-	@./target/release/alfred-webhook --standalone --addr 127.0.0.1:18443 --probe-addr 127.0.0.1:18080 \
-	  --tls-cert $(CERTS)/tls.crt --tls-key $(CERTS)/tls.key --shutdown-delay 0s \
-	  --operator-defaults manifests/webhook/inferenceservice-config.example.yaml >/dev/null 2>&1 & \
-	pid=$$!; trap "kill $$pid" EXIT; sleep 1; \
-	./target/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16 --seconds 60 --pid $$pid && \
-	./target/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16 --seconds 10 --rate 5000 --pid $$pid
+	@$(LOADTEST_WEBHOOK); \
+	$(LOADGEN) --seconds 60 --pid $$pid && $(LOADGEN) --seconds 10 --rate 5000 --pid $$pid
 
-loadtest-wrk: certs ## The same mix at full rate with wrk (apt-get install wrk), a second opinion
+loadtest-mix: ## Write the load mix as the API server sends it into target/loadtest-mix (wrk, fuzz)
+	$(CARGO) run -q --release -p alfred-webhook --example loadgen -- --write-mix target/loadtest-mix
+
+loadtest-wrk: certs loadtest-mix ## The same mix at full rate with wrk (apt-get install wrk), a second opinion
 	@command -v wrk >/dev/null || { echo "wrk is not installed: apt-get install wrk" >&2; exit 1; }
-	$(CARGO) build -q --release -p alfred-webhook --bin alfred-webhook --example loadgen
-	./target/release/examples/loadgen --write-mix target/loadtest-mix
-	@./target/release/alfred-webhook --standalone --addr 127.0.0.1:18443 --probe-addr 127.0.0.1:18080 \
-	  --tls-cert $(CERTS)/tls.crt --tls-key $(CERTS)/tls.key --shutdown-delay 0s \
-	  --operator-defaults manifests/webhook/inferenceservice-config.example.yaml >/dev/null 2>&1 & \
-	pid=$$!; trap "kill $$pid" EXIT; sleep 1; \
+	$(CARGO) build -q --release -p alfred-webhook --bin alfred-webhook
+	@$(LOADTEST_WEBHOOK); \
 	FIXTURES=target/loadtest-mix wrk -t1 -c16 -d10s --latency -s webhook/examples/wrk-mix.lua https://127.0.0.1:18443
 
-fuzz: ## Fuzz the webhook's review entry point for FUZZ_SECONDS (nightly and cargo-fuzz)
-	$(CARGO) run -q --release -p alfred-webhook --example loadgen -- --write-mix target/loadtest-mix
+fuzz: loadtest-mix ## Fuzz the webhook's review entry point for FUZZ_SECONDS (nightly and cargo-fuzz)
 	cd webhook && mkdir -p fuzz/corpus/review && cp tests/fixtures/*.json fuzz/corpus/review/ && \
 	  for f in ../target/loadtest-mix/*.json; do cp $$f fuzz/corpus/review/sent-$${f##*/}; done && \
 	  cargo +nightly fuzz run review -- -max_total_time=$${FUZZ_SECONDS:-300}

@@ -74,10 +74,11 @@ impl Visit for Fields<'_, '_> {
         self.entry(field, |w| write!(w, "{value}"));
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        match value.is_finite() {
-            true => self.entry(field, |w| write!(w, "{value}")),
+        if value.is_finite() {
+            self.entry(field, |w| write!(w, "{value}"));
+        } else {
             // JSON has no NaN or infinity.
-            false => self.entry(field, |w| string(w, &value.to_string())),
+            self.entry(field, |w| string(w, &value.to_string()));
         }
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
