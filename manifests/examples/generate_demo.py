@@ -185,7 +185,9 @@ def pod(ns, name, node_name, gpus, labels, started_min, image, phase="Running", 
             "spec": spec, "status": status}
 
 def isvc(ns, name, model, mode=None, engine=None, annotations=None, runtime="srt-sglang", decoder=None):
-    spec = {"model": {"name": model}, "runtime": {"name": runtime, "kind": "ClusterServingRuntime"},
+    # OME's CRD writes these kinds onto every stored object; the lookups ignore them.
+    spec = {"model": {"name": model, "kind": "ClusterBaseModel"},
+            "runtime": {"name": runtime, "kind": "ClusterServingRuntime"},
             "engine": engine or {"minReplicas": 1, "maxReplicas": 1}}
     if mode:
         spec["deploymentMode"] = mode
@@ -214,7 +216,7 @@ def omenative(ns, name, model, placements, gpus, started_min=300, annotations=No
                            "docker.io/lmsysorg/sglang:v0.5.3-cu129",
                            extra_spec={"nodeSelector": {f"models.ome.io/clusterbasemodel.{model}": "Ready"}}))
         rows.append({"index": index, "incarnation": 1, "phase": "Ready", "runningRevision": revision,
-                     "podCount": 1, "readyPodCount": 1, "servingPodCount": 1, "availablePodCount": 1,
+                     "podCount": 1, "servingPodCount": 1, "availablePodCount": 1,
                      "admitted": True,
                      "readySince": ago(started_min + index - 4), "activeOrdinal": 0})
     n = len(placements)
@@ -300,7 +302,7 @@ for runner, node_name in [("leader", "a100-03"), ("worker", "a100-04")]:
                        "docker.io/lmsysorg/sglang:v0.5.3-cu129"))
 objects.append(replica("chat", name, "engine", 1, revision, [
     {"index": 0, "incarnation": 1, "phase": "Ready", "runningRevision": revision, "podCount": 2,
-     "readyPodCount": 2, "servingPodCount": 2, "availablePodCount": 2, "admitted": True, "readySince": ago(880)}],
+     "servingPodCount": 2, "availablePodCount": 2, "admitted": True, "readySince": ago(880)}],
     runners=[{"name": "leader"}, {"name": "worker", "size": 1}]))
 
 # A100 pool: the rest
@@ -374,11 +376,51 @@ p1["status"]["containerStatuses"] = [{
     "state": {"waiting": {"reason": "CrashLoopBackOff",
                           "message": "back-off 5m0s restarting failed container=ome-container pod=mistral-chat-engine-1-default-0"}}}]
 ir = find("InferenceReplica", "chat", "mistral-chat-engine")
-ir["status"]["instanceStatuses"][1].update({"readyPodCount": 0, "servingPodCount": 0, "availablePodCount": 0})
+ir["status"]["instanceStatuses"][1].update({"servingPodCount": 0, "availablePodCount": 0})
 ir["status"].update({"readyReplicas": 1, "servingReplicas": 1, "availableReplicas": 1, "updatedReadyReplicas": 1})
 ir["status"]["conditions"][0] = {"type": "Ready", "status": "False", "reason": "ReplicaCountMismatch",
                                  "message": "1/2 Instances serving, need 2 (no rollout in flight)",
                                  "lastTransitionTime": ago(9)}
+
+# qwen3-8b-chat's rows are stored as ColumnarV2, the compact form OME may use for large components
+# (omenative-reference.md §1.7a): the same Instances, column-wise.
+def index_set(indexes):
+    """`0-3,5,9-12`: ascending terms, ranges for runs."""
+    indexes, terms, i = sorted(indexes), [], 0
+    while i < len(indexes):
+        j = i
+        while j + 1 < len(indexes) and indexes[j + 1] == indexes[j] + 1:
+            j += 1
+        terms.append(str(indexes[i]) if i == j else f"{indexes[i]}-{indexes[j]}")
+        i = j + 1
+    return ",".join(terms)
+
+def to_columnar(status):
+    rows = status.pop("instanceStatuses")
+    def groups(key):
+        by_value = {}
+        for r in rows:
+            if r.get(key):  # zero counts and empty revisions are not listed
+                by_value.setdefault(r[key], []).append(r["index"])
+        return [{"value": v, "indexes": index_set(ix)} for v, ix in sorted(by_value.items())]
+    columns = {"members": index_set(r["index"] for r in rows)}
+    for column, key in [("phases", "phase"), ("runningRevisions", "runningRevision"),
+                        ("targetRevisions", "targetRevision"), ("incarnations", "incarnation"),
+                        ("podCounts", "podCount"), ("servingPodCounts", "servingPodCount"),
+                        ("availablePodCounts", "availablePodCount")]:
+        if groups(key):
+            columns[column] = groups(key)
+    for column, test in [("admitted", lambda r: r.get("admitted")), ("activeOrdinalOne", lambda r: r.get("activeOrdinal") == 1)]:
+        members = [r["index"] for r in rows if test(r)]
+        if members:
+            columns[column] = index_set(members)
+    entries = [{"index": r["index"], **{k: r[k] for k in ("conditions", "readySince", "operation", "lastFailure") if k in r}}
+               for r in rows]
+    columns["entries"] = [e for e in entries if len(e) > 1]
+    status["instanceStatusEncoding"] = "ColumnarV2"
+    status["instanceStatusColumns"] = columns
+
+to_columnar(find("InferenceReplica", "chat", "qwen3-8b-chat-engine")["status"])
 
 # qwen3-8b-a100's revision history: 12 older revisions, the current one and the new target.
 def controller_revision(ns, replica_name, name, number):

@@ -2,12 +2,14 @@
 //! (alfred-reference.md §5 "Snapshot basics"): GPU accounting per node, GPU pools, node states,
 //! Instances joined from pods and InferenceReplica rows, pending GPU pods and migrations in flight.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::api::core::{Container, Node, Pod, PodSpec};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::InferenceService;
+use crate::api::columnar::RowsError;
 use crate::api::component::ComponentKind;
 use crate::api::keys;
 use crate::api::replica::{InferenceReplica, InstanceStatus, MigrationPhase};
@@ -197,6 +199,9 @@ pub struct Component<'s> {
     pub instances: Vec<usize>,
     /// Pods labelled for this component that could not be joined to an Instance.
     pub unjoined_pods: Vec<usize>,
+    /// The InferenceReplica's rows cannot be read (a malformed ColumnarV2 payload): no
+    /// Instance has a row, and the component's observation is invalid.
+    pub rows_error: Option<RowsError>,
 }
 
 pub struct Instance<'s> {
@@ -204,7 +209,8 @@ pub struct Instance<'s> {
     pub index: i32,
     /// Indices into [`Cluster::pods`], by pod name.
     pub pods: Vec<usize>,
-    pub row: Option<&'s InstanceStatus>,
+    /// Its InferenceReplica row, as stored (DenseV1) or decoded (ColumnarV2).
+    pub row: Option<Cow<'s, InstanceStatus>>,
     pub gpus: i64,
     /// Nodes the Instance's pods run on, sorted.
     pub nodes: Vec<String>,
@@ -381,7 +387,15 @@ impl<'s> Cluster<'s> {
                 let replica = replicas.find(namespace, name, kind);
                 let pods = owned.remove(&(namespace, name, kind)).unwrap_or_default();
                 let c = self.components.len();
-                let (groups, unjoined) = self.group_instances(mode, replica, &pods);
+                let (rows, rows_error) = match replica.and_then(|r| r.status.as_ref()) {
+                    Some(status) if mode == DeploymentMode::OmeNative => match status.rows() {
+                        Ok(Cow::Borrowed(rows)) => (rows.iter().map(Cow::Borrowed).collect(), None),
+                        Ok(Cow::Owned(rows)) => (rows.into_iter().map(Cow::Owned).collect(), None),
+                        Err(e) => (Vec::new(), Some(e)),
+                    },
+                    _ => (Vec::new(), None),
+                };
+                let (groups, unjoined) = self.group_instances(mode, rows, &pods);
                 let mut component = Component {
                     workload: w,
                     kind,
@@ -389,6 +403,7 @@ impl<'s> Cluster<'s> {
                     replica,
                     instances: Vec::new(),
                     unjoined_pods: unjoined,
+                    rows_error,
                 };
                 for (index, (pods, row)) in groups {
                     component.instances.push(self.instances.len());
@@ -407,13 +422,14 @@ impl<'s> Cluster<'s> {
     fn group_instances(
         &self,
         mode: DeploymentMode,
-        replica: Option<&'s InferenceReplica>,
+        rows: Vec<Cow<'s, InstanceStatus>>,
         pods: &[usize],
     ) -> (
-        BTreeMap<i32, (Vec<usize>, Option<&'s InstanceStatus>)>,
+        BTreeMap<i32, (Vec<usize>, Option<Cow<'s, InstanceStatus>>)>,
         Vec<usize>,
     ) {
-        let mut groups: BTreeMap<i32, (Vec<usize>, Option<&'s InstanceStatus>)> = BTreeMap::new();
+        let mut groups: BTreeMap<i32, (Vec<usize>, Option<Cow<'s, InstanceStatus>>)> =
+            BTreeMap::new();
         let mut unjoined = Vec::new();
         match mode {
             DeploymentMode::OmeNative => {
@@ -423,12 +439,9 @@ impl<'s> Cluster<'s> {
                         None => unjoined.push(p),
                     }
                 }
-                let rows = replica
-                    .and_then(|r| r.status.as_ref())
-                    .map(|s| s.instance_statuses.as_slice())
-                    .unwrap_or_default();
                 for row in rows {
-                    groups.entry(row.index).or_default().1 = Some(row);
+                    let index = row.index;
+                    groups.entry(index).or_default().1 = Some(row);
                 }
             }
             DeploymentMode::MultiNode => {
@@ -455,7 +468,7 @@ impl<'s> Cluster<'s> {
         component: usize,
         index: i32,
         pods: Vec<usize>,
-        row: Option<&'s InstanceStatus>,
+        row: Option<Cow<'s, InstanceStatus>>,
     ) -> Instance<'s> {
         let mut per_node: BTreeMap<&str, i64> = BTreeMap::new();
         let mut gpus = 0;

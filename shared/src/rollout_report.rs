@@ -170,6 +170,14 @@ pub fn report(
             c.mode.as_str()
         ));
     }
+    if let Some(e) = &c.rows_error {
+        let name = c.replica.and_then(|r| r.metadata.name.as_deref());
+        return Err(format!(
+            "InferenceReplica {}/{} cannot be read: {e} (OMENativeObservationInvalid); its Instance rows are what a rollout is planned from",
+            w.namespace,
+            name.unwrap_or_default()
+        ));
+    }
     let spec = w.isvc.spec.component(kind);
     let runtime = snapshot.runtime_component(w.namespace, w.isvc, kind);
     let (defaults, defaults_source) = operator_defaults(snapshot)?;
@@ -209,7 +217,7 @@ pub fn report(
     let rows: Vec<InstanceStatus> = c
         .instances
         .iter()
-        .filter_map(|&i| cluster.instances[i].row.cloned())
+        .filter_map(|&i| cluster.instances[i].row.as_deref().cloned())
         .collect();
     // A pod runs a revision when its `ome.io/revision-hash` label ends the revision's name.
     let pods_of = |index: i32| -> Vec<PodFact<'_>> {
@@ -218,7 +226,10 @@ pub fn report(
             .map(|&i| &cluster.instances[i])
             .filter(|inst| inst.index == index)
             .flat_map(|inst| {
-                let running = inst.row.and_then(|r| r.running_revision.as_deref());
+                let running = inst
+                    .row
+                    .as_deref()
+                    .and_then(|r| r.running_revision.as_deref());
                 inst.pods.iter().map(move |&p| (&cluster.pods[p], running))
             })
             .map(|(p, running)| PodFact {
@@ -438,7 +449,7 @@ fn finish(row: &mut InstanceStatus, target: &str, pods_per_instance: u32) {
 
 fn instance_line(cluster: &Cluster<'_>, i: usize, pods_per_instance: u32) -> InstanceLine {
     let inst = &cluster.instances[i];
-    let row = inst.row;
+    let row = inst.row.as_deref();
     InstanceLine {
         index: inst.index,
         phase: row

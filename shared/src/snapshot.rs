@@ -183,7 +183,7 @@ impl Snapshot {
     }
 
     /// The runtime's config for a component of an InferenceService, found where OME looks
-    /// (`RuntimeRef::lookup_order`).
+    /// ([`RuntimeKind::LOOKUP_ORDER`]).
     pub fn runtime_component(
         &self,
         namespace: &str,
@@ -192,7 +192,7 @@ impl Snapshot {
     ) -> Option<&ComponentSpec> {
         let r = isvc.spec.runtime.as_ref()?;
         let named = |name: Option<&String>| name.map(String::as_str) == Some(r.name.as_str());
-        let fields = r.lookup_order().iter().find_map(|k| match k {
+        let fields = RuntimeKind::LOOKUP_ORDER.iter().find_map(|k| match k {
             RuntimeKind::ServingRuntime => self
                 .serving_runtimes
                 .iter()

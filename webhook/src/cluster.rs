@@ -91,7 +91,7 @@ impl ApiRuntimes {
                 }
             }
         };
-        for kind in runtime.lookup_order() {
+        for kind in RuntimeKind::LOOKUP_ORDER {
             let name = &runtime.name;
             let fields = match kind {
                 RuntimeKind::ServingRuntime => {

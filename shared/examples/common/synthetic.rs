@@ -94,7 +94,7 @@ pub fn generate(nodes: usize, pods: usize, pending_count: usize) -> String {
         }));
         let rows: Vec<_> = (0..4)
             .map(|index| json!({"index": index, "incarnation": 1, "phase": "Ready", "runningRevision": "7b4c2e19",
-                                "podCount": 1, "readyPodCount": 1, "servingPodCount": 1, "availablePodCount": 1, "admitted": true,
+                                "podCount": 1, "servingPodCount": 1, "availablePodCount": 1, "admitted": true,
                                 "readySince": "2026-09-28T08:05:00Z", "activeOrdinal": 0}))
             .collect();
         items.push(json!({

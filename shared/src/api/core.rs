@@ -422,6 +422,14 @@ impl Pod {
         self.status.conditions.iter().find(|c| c.type_ == type_)
     }
 
+    /// Its containers are ready (`ContainersReady`, or `Ready`, is True): what OME's counters
+    /// count as a ready pod.
+    pub fn containers_ready(&self) -> bool {
+        ["ContainersReady", "Ready"]
+            .iter()
+            .any(|t| self.condition(t).is_some_and(|c| c.status == "True"))
+    }
+
     /// A container waits in `CrashLoopBackOff`: it keeps exiting and the kubelet backs off.
     pub fn crash_looping(&self) -> bool {
         self.status.container_statuses.iter().any(|c| {

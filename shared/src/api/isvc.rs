@@ -65,53 +65,42 @@ pub enum SpecDeploymentMode {
     RawDeployment,
 }
 
+/// `spec.model`: a BaseModel of that name in the namespace, else the ClusterBaseModel, as OME's
+/// controller looks it up. `kind` and `apiGroup` are kept as stored (OME's CRD defaults `kind:
+/// ClusterBaseModel` onto every object) and change nothing.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelRef {
     pub name: String,
-    /// `ClusterBaseModel` (the default) or `BaseModel`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<ModelKind>,
+    pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_group: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum ModelKind {
-    BaseModel,
-    ClusterBaseModel,
-}
-
+/// `spec.runtime`: a ServingRuntime of that name in the namespace, else the
+/// ClusterServingRuntime ([`RuntimeKind::LOOKUP_ORDER`]). `kind` and `apiGroup` are kept as
+/// stored (OME's CRD defaults `kind: ClusterServingRuntime`) and change nothing.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeRef {
     pub name: String,
-    /// `ServingRuntime` or `ClusterServingRuntime`; unset looks in the namespace first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<RuntimeKind>,
+    pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_group: Option<String>,
-}
-
-impl RuntimeRef {
-    /// Where OME looks for the runtime, in order: the named kind, or with none named the
-    /// namespace's ServingRuntime first, then the ClusterServingRuntime.
-    pub fn lookup_order(&self) -> &'static [RuntimeKind] {
-        match self.kind {
-            Some(RuntimeKind::ServingRuntime) => &[RuntimeKind::ServingRuntime],
-            Some(RuntimeKind::ClusterServingRuntime) => &[RuntimeKind::ClusterServingRuntime],
-            None => &[
-                RuntimeKind::ServingRuntime,
-                RuntimeKind::ClusterServingRuntime,
-            ],
-        }
-    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum RuntimeKind {
     ServingRuntime,
     ClusterServingRuntime,
+}
+
+impl RuntimeKind {
+    /// Where OME looks for a runtime, whatever the reference's `kind` says: the namespace's
+    /// ServingRuntime first, then the ClusterServingRuntime.
+    pub const LOOKUP_ORDER: [RuntimeKind; 2] = [Self::ServingRuntime, Self::ClusterServingRuntime];
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

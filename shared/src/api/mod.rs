@@ -1,5 +1,6 @@
 //! OME v1.3 API types (group `ome.io`, version `v1beta1`) and the well-known keys.
 
+pub mod columnar;
 pub mod component;
 pub mod core;
 pub mod crds;

@@ -170,11 +170,14 @@ pub struct InferenceReplicaStatus {
     pub rollout_hold: Option<RolloutHold>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instance_statuses: Vec<InstanceStatus>,
-    /// `ColumnarV2` when the rows are encoded in `instanceStatusColumns`.
+    /// `ColumnarV2` when the rows are encoded in `instanceStatusColumns`; absent (or
+    /// `DenseV1`) for the plain list. Read the rows with [`InferenceReplicaStatus::rows`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_status_encoding: Option<String>,
+    /// Kept as stored and decoded by [`InferenceReplicaStatus::rows`], so a malformed payload
+    /// makes the component's observation invalid rather than the object unreadable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "schema::open_object")]
+    #[schemars(with = "Option<super::columnar::InstanceStatusColumns>")]
     pub instance_status_columns: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retry_blocks: Vec<RetryBlock>,
@@ -235,7 +238,10 @@ pub enum InstancePhase {
     Deleting,
 }
 
-/// One Instance's row (OMENativeInstanceStatus).
+// Without the compat fields readyPodCount, scheduledPodCount and nodesOccupied: OME computes
+// them but never stores them, so a row read from the API server does not carry them.
+/// One Instance's row (OMENativeInstanceStatus), as OME persists it; its ready pods are counted
+/// from the pods.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceStatus {
@@ -251,17 +257,11 @@ pub struct InstanceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_count: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready_pod_count: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serving_pod_count: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub available_pod_count: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduled_pod_count: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admitted: Option<bool>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nodes_occupied: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

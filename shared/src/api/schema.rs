@@ -43,3 +43,11 @@ pub fn duration(_: &mut SchemaGenerator) -> Schema {
 pub fn date_time(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "format": "date-time" })
 }
+
+/// An index set of the ColumnarV2 form: terms such as `7` or `0-3`, comma-separated.
+pub fn index_set(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "pattern": "^(0|[1-9][0-9]*)(-(0|[1-9][0-9]*))?(,(0|[1-9][0-9]*)(-(0|[1-9][0-9]*))?)*$"
+    })
+}

@@ -4,7 +4,6 @@
 
 use k8s_openapi::api::core::v1::NodeSelector;
 
-use crate::api::isvc::ModelKind;
 use crate::api::model::{ModelStorage, cluster_model_label, namespaced_model_label};
 use crate::cluster::{Cluster, Component, NodeView};
 use crate::selector;
@@ -76,36 +75,26 @@ pub fn resolve(
     let Some(model) = &w.isvc.spec.model else {
         return ModelAccess::Unresolved(format!("{} names no model (spec.model)", w.key));
     };
-    let namespaced = model.kind == Some(ModelKind::BaseModel);
-    let storage: Option<&ModelStorage> = if namespaced {
-        snapshot
-            .base_models
-            .iter()
-            .find(|m| {
-                m.metadata.name.as_deref() == Some(model.name.as_str())
-                    && m.metadata.namespace.as_deref().unwrap_or("default") == w.namespace
-            })
-            .map(|m| m.spec.fields.storage.as_ref().unwrap_or(&EMPTY_STORAGE))
-    } else {
-        snapshot
+    // As OME's controller: a BaseModel in the namespace, else the ClusterBaseModel, whatever
+    // the reference's `kind` says.
+    let namespaced = snapshot.base_models.iter().find(|m| {
+        m.metadata.name.as_deref() == Some(model.name.as_str())
+            && m.metadata.namespace.as_deref().unwrap_or("default") == w.namespace
+    });
+    let storage: Option<&ModelStorage> = match namespaced {
+        Some(m) => Some(&m.spec.fields),
+        None => snapshot
             .cluster_base_models
             .iter()
             .find(|m| m.metadata.name.as_deref() == Some(model.name.as_str()))
-            .map(|m| m.spec.fields.storage.as_ref().unwrap_or(&EMPTY_STORAGE))
-    };
-    let kind = if namespaced {
-        "BaseModel"
-    } else {
-        "ClusterBaseModel"
-    };
+            .map(|m| &m.spec.fields),
+    }
+    .map(|fields| fields.storage.as_ref().unwrap_or(&EMPTY_STORAGE));
+    let namespaced = namespaced.is_some();
     let Some(storage) = storage else {
         return ModelAccess::Unresolved(format!(
-            "{kind} {} is not in the cluster",
-            if namespaced {
-                format!("{}/{}", w.namespace, model.name)
-            } else {
-                model.name.clone()
-            }
+            "neither BaseModel {}/{} nor ClusterBaseModel {} is in the cluster",
+            w.namespace, model.name, model.name
         ));
     };
     let Some(claim) = storage.pvc_claim() else {

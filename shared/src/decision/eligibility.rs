@@ -190,6 +190,17 @@ fn evaluate(
                     ),
                 )
             }
+            Some(_) if component.rows_error.is_some() => fail(
+                OMENativeObservationInvalid,
+                format!(
+                    "InferenceReplica {ir_name} rows cannot be read: {}",
+                    component
+                        .rows_error
+                        .as_ref()
+                        .map(|e| e.to_string())
+                        .unwrap_or_default()
+                ),
+            ),
             Some(_) if !component.unjoined_pods.is_empty() => fail(
                 OMENativeObservationInvalid,
                 format!(
@@ -289,7 +300,11 @@ fn evaluate(
             }
         );
     }
-    let Some(row) = instance.row.filter(|_| !instance.pods.is_empty()) else {
+    let Some(row) = instance
+        .row
+        .as_deref()
+        .filter(|_| !instance.pods.is_empty())
+    else {
         visit(
             "Instance observed",
             fail(
@@ -340,15 +355,19 @@ fn evaluate(
         }
     );
     let desired_pods = replica.spec.pods_per_instance() as i32;
-    let live_pods = instance
-        .pods
-        .iter()
-        .filter(|&&p| !cluster.pods[p].terminal)
-        .count() as i32;
+    let live_pods = || {
+        instance
+            .pods
+            .iter()
+            .map(|&p| &cluster.pods[p])
+            .filter(|p| !p.terminal)
+    };
+    // Ready pods are counted from the pods, as OME's counters do: the row does not store them.
+    let ready_pods = live_pods().filter(|p| p.pod.containers_ready()).count() as i32;
     let pod_counts = [
         ("podCount", row.pod_count),
-        ("pods found", Some(live_pods)),
-        ("readyPodCount", row.ready_pod_count),
+        ("pods found", Some(live_pods().count() as i32)),
+        ("ready pods", Some(ready_pods)),
         ("servingPodCount", row.serving_pod_count),
         ("availablePodCount", row.available_pod_count),
     ];

@@ -92,8 +92,10 @@ impl World {
                     "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
                 "status": {"phase": "Running", "startTime": ago(300),
                     "conditions": [{"type": "Ready", "status": "True"}]}}));
-            rows.push(json!({"index": i, "phase": "Ready", "runningRevision": "r1", "podCount": 1,
-                "readyPodCount": 1, "servingPodCount": 1, "availablePodCount": 1, "admitted": true}));
+            rows.push(
+                json!({"index": i, "phase": "Ready", "runningRevision": "r1", "podCount": 1,
+                "servingPodCount": 1, "availablePodCount": 1, "admitted": true}),
+            );
         }
         self.items.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
             "metadata": {"name": format!("{name}-engine"), "namespace": ns, "generation": 1,

@@ -58,7 +58,7 @@ fn workload(isvc: &str) -> Vec<Value> {
                 "servingReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
                 "updatedReadyReplicas": 1, "currentRevision": "r1", "updateRevision": "r1",
                 "instanceStatuses": [{"index": 0, "phase": "Ready", "runningRevision": "r1",
-                    "podCount": 1, "readyPodCount": 1, "servingPodCount": 1,
+                    "podCount": 1, "servingPodCount": 1,
                     "availablePodCount": 1, "admitted": true}]}}),
     ]
 }
