@@ -94,6 +94,9 @@ pub struct PassInput<'a> {
     pub pods_per_instance: u32,
     /// In ascending index order.
     pub instances: Vec<InstanceFacts<'a>>,
+    /// Pods of indices the component no longer lists (scaled away), by index: a Terminating
+    /// one holds a surge slot until its deletion grace ends.
+    pub unlisted: Vec<(i32, Vec<PodFact<'a>>)>,
     pub retry_blocks: &'a [RetryBlock],
     pub strategy: &'a ResolvedStrategy,
     /// The effective partition: `pacing.partition` if set, else `rollingUpdate.partition`.
@@ -330,6 +333,21 @@ fn extra_pod_slots<'a>(
         terminating.sort_unstable();
         live.sort_unstable();
         out.push((i.row.index, extra.div_ceil(per), terminating, live));
+    }
+    // An index without a row has no pods of its own: every pod is extra, and only Terminating
+    // ones count (live extras count for planned indices alone).
+    for (index, pods) in &input.unlisted {
+        let mut terminating: Vec<&str> = pods
+            .iter()
+            .filter(|p| p.deletion.is_some_and(|d| d > input.now))
+            .map(|p| p.name)
+            .collect();
+        if terminating.is_empty() || skip.contains(index) {
+            continue;
+        }
+        terminating.sort_unstable();
+        let slots = (terminating.len() as u32).div_ceil(per);
+        out.push((*index, slots, terminating, Vec::new()));
     }
     out
 }

@@ -271,6 +271,14 @@ pub fn report(
         defaults.stuck_pod_grace(),
     );
 
+    // Pods of indices without a row (an Instance scaled away while its pods terminate).
+    let unlisted: Vec<(i32, Vec<PodFact<'_>>)> = c
+        .instances
+        .iter()
+        .map(|&i| &cluster.instances[i])
+        .filter(|inst| inst.row.is_none())
+        .map(|inst| (inst.index, pods_of(inst.index)))
+        .collect();
     // Pass by pass until nothing more starts.
     let mut state = rows.clone();
     let mut waves = Vec::new();
@@ -294,6 +302,11 @@ pub fn report(
             desired,
             pods_per_instance,
             instances: facts,
+            unlisted: if wave == 0 {
+                unlisted.clone()
+            } else {
+                Vec::new()
+            },
             retry_blocks,
             strategy: &resolved,
             partition,

@@ -2,7 +2,7 @@
 //! output: a `List`, single objects, multi-document YAML, any mix of kinds) or from a live
 //! cluster. Every command takes one, so any decision can be replayed offline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::jiff::Timestamp;
@@ -142,12 +142,66 @@ impl Snapshot {
     /// Reads `kubectl get -o json|yaml` output. JSON is detected by its first character.
     pub fn parse(text: &str) -> Result<Snapshot, SnapshotError> {
         let mut snapshot = Snapshot::default();
-        if text.trim_start().starts_with(['{', '[']) {
-            snapshot.add_json_stream(text)?;
-        } else {
-            snapshot.add_yaml_stream(text)?;
+        for_each_document(text, |document, json| {
+            snapshot.add_json_document(document, json)
+        })?;
+        if let Some(key) = snapshot.repeated_object() {
+            return Err(locate_repeat(text, key));
         }
         Ok(snapshot)
+    }
+
+    /// The first object held twice (same kind, namespace and name), as (kind, namespace, name).
+    /// A cluster never holds one twice, so a file that does was put together wrongly (two
+    /// captures concatenated), and reading either copy would be a guess.
+    pub fn repeated_object(&self) -> Option<(&'static str, String, String)> {
+        let mut keys: Vec<(&'static str, &str, &str)> = Vec::with_capacity(self.object_count());
+        fn kube(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (&str, &str) {
+            (
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default(),
+            )
+        }
+        macro_rules! kube_kind {
+            ($kind:literal, $field:ident) => {
+                for o in &self.$field {
+                    let (namespace, name) = kube(&o.metadata);
+                    keys.push(($kind, namespace, name));
+                }
+            };
+        }
+        keys.extend(
+            self.nodes
+                .iter()
+                .map(|n| ("Node", "", n.metadata.name.as_str())),
+        );
+        keys.extend(self.pods.iter().map(|p| {
+            (
+                "Pod",
+                p.metadata.namespace.as_str(),
+                p.metadata.name.as_str(),
+            )
+        }));
+        keys.extend(self.controller_revisions.iter().map(|r| {
+            (
+                "ControllerRevision",
+                r.metadata.namespace.as_str(),
+                r.metadata.name.as_str(),
+            )
+        }));
+        kube_kind!("InferenceService", inference_services);
+        kube_kind!("ServingRuntime", serving_runtimes);
+        kube_kind!("ClusterServingRuntime", cluster_serving_runtimes);
+        kube_kind!("InferenceReplica", inference_replicas);
+        kube_kind!("BaseModel", base_models);
+        kube_kind!("ClusterBaseModel", cluster_base_models);
+        kube_kind!("PersistentVolumeClaim", persistent_volume_claims);
+        kube_kind!("PersistentVolume", persistent_volumes);
+        kube_kind!("ConfigMap", config_maps);
+        let mut seen = HashSet::with_capacity(keys.len());
+        keys.into_iter()
+            .find(|key| !seen.insert(*key))
+            .map(|(kind, namespace, name)| (kind, namespace.to_string(), name.to_string()))
     }
 
     /// Total objects read (not counting skipped ones).
@@ -214,35 +268,6 @@ impl Snapshot {
         self.config_maps
             .iter()
             .find(|c| c.metadata.name.as_deref() == Some(name))
-    }
-
-    fn add_json_stream(&mut self, text: &str) -> Result<(), SnapshotError> {
-        let stream = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
-        for (index, doc) in stream.enumerate() {
-            let document = index + 1;
-            let doc = doc.map_err(|e| {
-                SnapshotError::in_document(document, format!("not valid JSON: {e}"))
-            })?;
-            self.add_json_document(document, doc.get())?;
-        }
-        Ok(())
-    }
-
-    fn add_yaml_stream(&mut self, text: &str) -> Result<(), SnapshotError> {
-        for (index, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-            let document = index + 1;
-            let value = serde_json::Value::deserialize(doc).map_err(|e| {
-                SnapshotError::in_document(document, format!("not valid YAML: {e}"))
-            })?;
-            if value.is_null() {
-                continue; // an empty document, e.g. after a trailing `---`
-            }
-            let json = serde_json::to_string(&value).map_err(|e| {
-                SnapshotError::in_document(document, format!("cannot represent as JSON: {e}"))
-            })?;
-            self.add_json_document(document, &json)?;
-        }
-        Ok(())
     }
 
     /// Adds one JSON document: a `*List` with `items`, or a single object. `document` is the
@@ -462,6 +487,107 @@ fn without_position(e: &serde_json::Error) -> String {
     match text.rfind(" at line ") {
         Some(at) => text[..at].to_string(),
         None => text,
+    }
+}
+
+/// Feeds each document of a JSON stream or multi-document YAML to `f` as JSON, with its 1-based
+/// index. JSON is detected by its first character.
+fn for_each_document(
+    text: &str,
+    mut f: impl FnMut(usize, &str) -> Result<(), SnapshotError>,
+) -> Result<(), SnapshotError> {
+    if text.trim_start().starts_with(['{', '[']) {
+        let stream = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
+        for (index, doc) in stream.enumerate() {
+            let document = index + 1;
+            let doc = doc.map_err(|e| {
+                SnapshotError::in_document(document, format!("not valid JSON: {e}"))
+            })?;
+            f(document, doc.get())?;
+        }
+        return Ok(());
+    }
+    for (index, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let document = index + 1;
+        let value = serde_json::Value::deserialize(doc)
+            .map_err(|e| SnapshotError::in_document(document, format!("not valid YAML: {e}")))?;
+        if value.is_null() {
+            continue; // an empty document, e.g. after a trailing `---`
+        }
+        let json = serde_json::to_string(&value).map_err(|e| {
+            SnapshotError::in_document(document, format!("cannot represent as JSON: {e}"))
+        })?;
+        f(document, &json)?;
+    }
+    Ok(())
+}
+
+/// Where an object held twice is: the error names its second place and its first. A second,
+/// header-only read, so the common case (no repeat) pays nothing for it.
+fn locate_repeat(text: &str, (kind, namespace, name): (&str, String, String)) -> SnapshotError {
+    #[derive(Deserialize)]
+    struct Document {
+        #[serde(default)]
+        kind: Option<String>,
+        #[serde(default)]
+        metadata: Option<HeaderMeta>,
+        #[serde(default)]
+        items: Option<Vec<ItemHeader>>,
+    }
+    #[derive(Deserialize)]
+    struct ItemHeader {
+        #[serde(default)]
+        kind: Option<String>,
+        #[serde(default)]
+        metadata: Option<HeaderMeta>,
+    }
+    let object = if namespace.is_empty() {
+        format!("{kind} {name}")
+    } else {
+        format!("{kind} {namespace}/{name}")
+    };
+    let is_it = |k: Option<&str>, meta: Option<&HeaderMeta>| {
+        k == Some(kind)
+            && meta.is_some_and(|m| {
+                m.name.as_deref() == Some(name.as_str())
+                    && m.namespace.as_deref().unwrap_or_default() == namespace
+            })
+    };
+    let mut places: Vec<(usize, Option<usize>)> = Vec::new();
+    let _ = for_each_document(text, |document, json| {
+        let Ok(doc) = serde_json::from_str::<Document>(json) else {
+            return Ok(());
+        };
+        match (&doc.items, doc.kind.as_deref()) {
+            (Some(items), Some(list)) if list.ends_with("List") => {
+                let implied = list.strip_suffix("List").filter(|k| !k.is_empty());
+                for (i, item) in items.iter().enumerate() {
+                    if is_it(item.kind.as_deref().or(implied), item.metadata.as_ref()) {
+                        places.push((document, Some(i)));
+                    }
+                }
+            }
+            _ if is_it(doc.kind.as_deref(), doc.metadata.as_ref()) => places.push((document, None)),
+            _ => {}
+        }
+        Ok(())
+    });
+    let place = |(document, item): (usize, Option<usize>)| match item {
+        Some(i) => format!("document {document}, item {i}"),
+        None => format!("document {document}"),
+    };
+    let (second, first) = match places.as_slice() {
+        [first, second, ..] => (*second, place(*first)),
+        _ => ((0, None), "another place".into()),
+    };
+    SnapshotError {
+        document: second.0,
+        item: second.1,
+        object: Some(object),
+        path: None,
+        message: format!(
+            "the same object is also at {first}; a cluster holds each object once, so the file joins two captures or repeats an object: keep one"
+        ),
     }
 }
 

@@ -203,7 +203,7 @@ impl OperatorDefaults {
     }
 
     /// The checks OME's manager runs at startup: a budget must be an integer or a percent and
-    /// must not resolve to zero.
+    /// must not resolve to zero (a percent over 100 is accepted, and clamped where it is used).
     pub fn validate(&self) -> Result<(), DefaultsError> {
         for (kind, d) in &self.update_strategy {
             for (field, budget) in [
@@ -214,7 +214,7 @@ impl OperatorDefaults {
                 let positive = match budget {
                     IntOrString::Int(n) => *n > 0,
                     IntOrString::String(s) => {
-                        parse_percent(s).map_err(|e| {
+                        percent_number(s).map_err(|e| {
                             DefaultsError(format!(
                                 "operator default updateStrategy.{kind}.{field}={s:?}: {e}"
                             ))
@@ -387,15 +387,20 @@ pub enum PercentError {
     OutOfRange,
 }
 
-/// A budget string `"<n>%"`, with `n` read as Go's `strconv.Atoi` reads it (an optional sign,
-/// decimal digits), between 0 and 100.
-pub fn parse_percent(text: &str) -> Result<i64, PercentError> {
+/// The `n` of a budget string `"<n>%"`, read as Go's `strconv.Atoi` reads it (an optional sign,
+/// decimal digits), whatever its range: what OME's planner and manager accept.
+pub fn percent_number(text: &str) -> Result<i64, PercentError> {
     let number = text.strip_suffix('%').ok_or(PercentError::NotPercent)?;
     let digits = number.strip_prefix(['+', '-']).unwrap_or(number);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(PercentError::Malformed);
     }
-    let n: i64 = number.parse().map_err(|_| PercentError::Malformed)?;
+    number.parse().map_err(|_| PercentError::Malformed)
+}
+
+/// A budget string `"<n>%"` between 0% and 100%, as the webhook admits it.
+pub fn parse_percent(text: &str) -> Result<i64, PercentError> {
+    let n = percent_number(text)?;
     if (0..=100).contains(&n) {
         Ok(n)
     } else {
@@ -405,7 +410,9 @@ pub fn parse_percent(text: &str) -> Result<i64, PercentError> {
 
 /// A budget as a number of Instances out of `instances`: None (unset) is no cap; an integer
 /// counts as given (a negative one as 0, and it may exceed the Instances); a percent is
-/// `ceil(instances × percent / 100)`, so 25% of two Instances is one.
+/// `ceil(instances × percent / 100)` with the percent clamped to 0..=100 as OME's planner does
+/// (a runtime or the operator defaults may hold "150%": the webhook refuses it only on objects
+/// it reviews), so 25% of two Instances is one.
 pub fn scale_budget(
     budget: Option<&IntOrString>,
     instances: u32,
@@ -414,7 +421,7 @@ pub fn scale_budget(
         None => None,
         Some(IntOrString::Int(n)) => Some((*n).max(0) as u32),
         Some(IntOrString::String(s)) => {
-            let percent = parse_percent(s)? as u64;
+            let percent = percent_number(s)?.clamp(0, 100) as u64;
             Some((u64::from(instances) * percent).div_ceil(100) as u32)
         }
     })

@@ -1106,3 +1106,47 @@ fn a_move_no_profile_can_simulate_names_the_selection_failure() {
     assert_eq!(row["advisoryReason"], "ProfileNotConfigured");
     assert_eq!(row["scheduling"]["reason"], "ProfileNotConfigured");
 }
+
+/// A two-pod Instance with its leader on a maintenance node and its worker on an Unhealthy
+/// one: one row, ranked by the worse reason (NodeUnhealthy leaves from the Unhealthy node).
+#[test]
+fn a_gang_on_an_unhealthy_and_a_maintenance_node_leaves_as_unhealthy() {
+    let w = World::new()
+        .node("a-maint", 8)
+        .node("z-bad", 8)
+        .node("t", 8)
+        .label("a-maint", "maint", "now")
+        .unhealthy("z-bad")
+        .omenative("team", "g", &[("a-maint", 2)]);
+    let mut worker = w.items.iter().find(|i| i["kind"] == "Pod").unwrap().clone();
+    worker["metadata"]["name"] = json!("g-engine-0-worker-0");
+    worker["metadata"]["labels"]["ome.io/runner"] = json!("worker");
+    worker["spec"]["nodeName"] = json!("z-bad");
+    let mut w = w.edit("InferenceReplica", "g-engine", |ir| {
+        ir["spec"]["runners"] = json!([{"name": "leader"}, {"name": "worker", "size": 1}]);
+        let row = &mut ir["status"]["instanceStatuses"][0];
+        for count in ["podCount", "servingPodCount", "availablePodCount"] {
+            row[count] = json!(2);
+        }
+    });
+    w.items.push(worker);
+    let config = format!(
+        "{V1}policies: {{nodeHealth: {{maintenance: {{triggers: [{{name: patch, label: {{key: maint}}}}]}}}}}}\n"
+    );
+    let d = w.decide(&config);
+    let rows: Vec<&Recommendation> = d
+        .recommendations
+        .iter()
+        .filter(|r| r.row.policy == PolicyName::Nodehealth)
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].row.reason, CandidateReason::NodeUnhealthy);
+    assert_eq!(rows[0].row.from_node, "z-bad");
+    assert!(
+        rows[0]
+            .detail
+            .starts_with("z-bad is Unhealthy: move it to t."),
+        "{}",
+        rows[0].detail
+    );
+}

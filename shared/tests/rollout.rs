@@ -73,6 +73,7 @@ fn pass<'a>(
         desired: rows.len() as u32,
         pods_per_instance: 1,
         instances: rows,
+        unlisted: Vec::new(),
         retry_blocks: blocks,
         strategy,
         partition,
@@ -231,6 +232,7 @@ fn in_place_only_refusals_do_not_start_or_charge() {
         desired: 2,
         pods_per_instance: 1,
         instances: facts(&rows),
+        unlisted: Vec::new(),
         retry_blocks: &[],
         strategy: &s,
         partition: None,
@@ -389,6 +391,7 @@ fn an_eight_pod_instance_draining_holds_one_slot() {
         desired: 2,
         pods_per_instance: 8,
         instances: f,
+        unlisted: Vec::new(),
         retry_blocks: &[],
         strategy: &s,
         partition: None,
@@ -1008,4 +1011,43 @@ fn the_retry_held_warning() {
         alfred::rollout::retry_held("prod/chat-engine", ComponentKind::Engine, &block),
         "InferenceReplica prod/chat-engine component=engine update to revision chat-engine-1f2a3b4c held after 3 failed attempt(s) (last failure: ImagePullBackOff); publish a corrected revision or raise lifecycle.updateRetry limits"
     );
+}
+
+/// An Instance scaled away leaves its pods terminating: the index has no row, yet a
+/// Terminating pod holds a surge slot until its deletion grace ends; live ones do not count.
+#[test]
+fn a_terminating_pod_of_a_scaled_away_instance_holds_a_surge_slot() {
+    let rows: Vec<InstanceStatus> = (0..2).map(|i| row(i, OLD)).collect();
+    let s = strategy(json!({"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}}));
+    let input = |deletion: &str| PassInput {
+        component: ComponentKind::Engine,
+        target: NEW,
+        desired: 2,
+        pods_per_instance: 1,
+        instances: facts(&rows),
+        unlisted: vec![(
+            2,
+            vec![
+                pod("chat-engine-2-default-0", Some(deletion), true),
+                pod("chat-engine-2-default-1", None, true),
+            ],
+        )],
+        retry_blocks: &[],
+        strategy: &s,
+        partition: None,
+        change: Change::Other,
+        now: now(),
+        restart_window: window(),
+    };
+    let p = plan_pass(&input("2026-09-28T10:15:30Z")).unwrap();
+    assert!(p.starts.is_empty());
+    assert_eq!(p.prior, 1);
+    assert_eq!(
+        p.hold.unwrap().reason,
+        "per-Component surge budget 1 exhausted (would become 2); Terminating pod chat-engine-2-default-0 still counts against the surge budget until its deletion grace elapses"
+    );
+    // Once its grace has elapsed it no longer counts, lingering or not.
+    let p = plan_pass(&input("2026-09-28T10:14:00Z")).unwrap();
+    assert_eq!(p.prior, 0);
+    assert_eq!(p.starts, vec![(0, Mechanism::Surge { new_ordinal: 1 })]);
 }

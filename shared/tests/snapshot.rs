@@ -319,3 +319,27 @@ fn container_statuses_read_in_every_shape_the_api_writes() {
         Some("status.containerStatuses[0].restartCount")
     );
 }
+
+/// Two captures concatenated: the same object twice is refused, naming both places.
+#[test]
+fn an_object_held_twice_is_refused_naming_both_places() {
+    let list = format!(r#"{{"apiVersion":"v1","kind":"List","items":[{NODE_JSON},{POD_JSON}]}}"#);
+    let text = format!("{list}\n{POD_JSON}");
+    let e = Snapshot::parse(&text).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "document 2 (Pod ns/p1): the same object is also at document 1, item 1; a cluster holds \
+         each object once, so the file joins two captures or repeats an object: keep one"
+    );
+    // YAML, and the same name in another namespace or of another kind is no repeat.
+    let yaml = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\n\
+                apiVersion: v1\nkind: Pod\nmetadata: {name: n1, namespace: a}\n---\n\
+                apiVersion: v1\nkind: Pod\nmetadata: {name: n1, namespace: b}\n";
+    assert_eq!(Snapshot::parse(yaml).unwrap().pods.len(), 2);
+    let twice = format!("{yaml}---\napiVersion: v1\nkind: Node\nmetadata: {{name: n1}}\n");
+    let e = Snapshot::parse(&twice).unwrap_err().to_string();
+    assert!(
+        e.starts_with("document 4 (Node n1): the same object is also at document 1;"),
+        "{e}"
+    );
+}

@@ -293,10 +293,10 @@ fn the_budget_table() {
         );
         assert_eq!(scale_budget(None, n), Ok(None), "unset is no cap");
     }
-    assert_eq!(
-        scale_budget(Some(&pct("120%")), 4),
-        Err(PercentError::OutOfRange)
-    );
+    // A runtime or the operator defaults may hold a percent the webhook would refuse: OME's
+    // planner clamps it to 0..=100 rather than failing.
+    assert_eq!(scale_budget(Some(&pct("120%")), 4), Ok(Some(4)));
+    assert_eq!(scale_budget(Some(&pct("-5%")), 4), Ok(Some(0)));
     assert_eq!(
         scale_budget(Some(&pct("abc")), 4),
         Err(PercentError::NotPercent)
@@ -427,6 +427,16 @@ fn operator_defaults_from_the_config_map() {
             .contains("updateStrategy.router.maxSurge resolves to 0"),
         "{e}"
     );
+
+    // OME's manager starts with a percent over 100 (it resolves above 0); the planner clamps it.
+    let over: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "inferenceservice-config"},
+        "data": {"deploy": r#"{"updateStrategy": {"engine": {"maxSurge": "150%"}}}"#}
+    }))
+    .unwrap();
+    let d = OperatorDefaults::from_config_map(&over).unwrap();
+    let r = resolve(ComponentKind::Engine, None, None, &d);
+    assert_eq!(r.budget(3), Ok(Some(3)), "150% of 3 clamps to all 3");
 
     let broken: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": "inferenceservice-config"},

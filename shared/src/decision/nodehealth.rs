@@ -158,7 +158,7 @@ fn evacuations(ctx: &Context<'_, '_>) -> Vec<Recommendation> {
             .nodes
             .iter()
             .filter_map(|n| leave_reason(ctx, n).map(|r| (r, n)))
-            .min_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)))
+            .min_by_key(|&(r, n)| (r != CandidateReason::NodeUnhealthy, n))
             .map(|(r, n)| (r, n.clone()))
         else {
             continue;
