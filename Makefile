@@ -40,8 +40,8 @@ fmt: ## Format the code
 demo: ## Recommend on the demo cluster: pool scores, advice with reasons, node records (no cluster needed)
 	$(CARGO) run -q -p kubectl-alfred -- recommend -f $(DEMO)
 
-crds: ## Regenerate manifests/crds from the Rust types
-	$(CARGO) run -q -p alfred-shared --example crds -- manifests/crds
+crds: ## Regenerate manifests/crds (shipped) and tests/crds (test copies of OME's CRDs) from the Rust types
+	$(CARGO) run -q -p alfred-shared --example crds -- .
 
 bench: ## Benchmarks: snapshot load (10k nodes, 80k pods), decision pass (10k nodes, 30k Instances), drain solver
 	$(CARGO) run -q --release -p alfred-shared --example load_bench

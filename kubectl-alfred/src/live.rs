@@ -15,7 +15,8 @@ use crate::GlobalArgs;
 pub const PAGE_SIZE: u32 = 500;
 
 /// One kind the product reads and where it is listed. A missing kind (404: its CRD is not
-/// installed) is an error for the required kinds and a note for the rest.
+/// installed) is an error for the required kinds; the others are recorded in the snapshot as
+/// unserved, which the commands note once.
 struct Kind {
     what: &'static str,
     path: &'static str,
@@ -30,8 +31,7 @@ const fn kind(what: &'static str, path: &'static str, required: bool) -> Kind {
     }
 }
 
-const INSTALL_HINT: &str =
-    "install OME v1.3 or later, or for a test cluster `kubectl apply -f manifests/crds/`";
+const INSTALL_HINT: &str = "is OME installed, and is this the right cluster (--context)? kubectl-alfred reads OME's objects; OME's own CRDs come with OME";
 
 const KINDS: &[Kind] = &[
     kind("nodes", "/api/v1/nodes", true),
@@ -52,10 +52,11 @@ const KINDS: &[Kind] = &[
         "/apis/ome.io/v1beta1/inferenceservices",
         true,
     ),
+    // OME releases before OMENative do not serve it.
     kind(
-        "inferencereplicas.ome.io",
+        alfred::snapshot::INFERENCE_REPLICAS,
         "/apis/ome.io/v1beta1/inferencereplicas",
-        true,
+        false,
     ),
     kind(
         "servingruntimes.ome.io",
@@ -145,9 +146,14 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
     };
     let mut snapshot = Snapshot::default();
     let mut document = 0;
+    let mut unserved = Vec::new();
     for fetch in fetches {
         let (kind, pages) = fetch.await.context("a list request stopped")?;
-        for (page, text) in pages?.iter().enumerate() {
+        let Some(pages) = pages? else {
+            unserved.push(kind.what.to_string());
+            continue;
+        };
+        for (page, text) in pages.iter().enumerate() {
             document += 1;
             snapshot
                 .add_json_document(document, text)
@@ -158,6 +164,7 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
         captured_at,
         source: args.context.clone(),
         pod_group_resources: discovery.await.ok().flatten(),
+        unserved,
     });
     Ok(snapshot)
 }
@@ -216,12 +223,13 @@ async fn pod_group_resources(client: &Client) -> Option<Vec<String>> {
     Some(found)
 }
 
-/// Every page of one list, as the API server sent them.
+/// Every page of one list, as the API server sent them; None when the cluster does not serve an
+/// optional kind.
 async fn list_pages(
     client: &Client,
     kind: &Kind,
     field_selector: Option<&str>,
-) -> Result<Vec<String>> {
+) -> Result<Option<Vec<String>>> {
     let mut params = ListParams::default().limit(PAGE_SIZE);
     if let Some(selector) = field_selector {
         params = params.fields(selector);
@@ -240,8 +248,7 @@ async fn list_pages(
                         kind.what
                     );
                 }
-                eprintln!("note: {} is not installed; reading none", kind.what);
-                return Ok(pages);
+                return Ok(None);
             }
             Err(kube::Error::Api(status)) if status.code == 403 => bail!(
                 "not allowed to list {}: {}; grant list on it (see manifests/rbac/)",
@@ -259,7 +266,7 @@ async fn list_pages(
             .filter(|c| !c.is_empty())
         {
             Some(token) => params = params.continue_token(&token),
-            None => return Ok(pages),
+            None => return Ok(Some(pages)),
         }
     }
 }

@@ -162,6 +162,9 @@ fn header(r: &RolloutReport, out: &mut String) -> Result<()> {
     if let Some(p) = &s.partition {
         writeln!(out, "  partition {} ({})", p.value, p.source.as_str())?;
     }
+    if let Some(runtime) = &r.runtime {
+        writeln!(out, "  runtime: {runtime}")?;
+    }
     writeln!(out, "  operator defaults: {}", r.operator_defaults)?;
     writeln!(
         out,

@@ -26,6 +26,9 @@ impl Input {
 
 pub async fn load(args: &GlobalArgs) -> Result<Input> {
     let snapshot = read_snapshot(args).await?;
+    for note in snapshot.notes() {
+        eprintln!("note: {note}");
+    }
     let config = load_config(args.config.as_deref(), &snapshot)?;
     let now = evaluation_time(args, &snapshot)?;
     Ok(Input {

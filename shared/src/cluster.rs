@@ -266,6 +266,8 @@ pub struct Cluster<'s> {
     pub instances: Vec<Instance<'s>>,
     pub pending: Vec<PendingPod>,
     pub migrations: Vec<MigrationInFlight>,
+    /// The cluster serves no InferenceReplica (OME before OMENative).
+    pub replicas_unserved: bool,
     node_by_name: HashMap<&'s str, usize>,
     /// (namespace, name) -> index into `workloads`.
     workload_by_name: HashMap<(&'s str, &'s str), usize>,
@@ -309,6 +311,7 @@ impl<'s> Cluster<'s> {
             instances: Vec::new(),
             pending: Vec::new(),
             migrations: Vec::new(),
+            replicas_unserved: snapshot.replicas_unserved(),
             node_by_name,
             workload_by_name: HashMap::new(),
         };

@@ -46,6 +46,9 @@ pub struct RolloutReport {
     pub strategy: ResolvedStrategy,
     /// Where the operator defaults came from.
     pub operator_defaults: String,
+    /// The runtime OME found for the InferenceService (a ServingRuntime in its namespace
+    /// shadows the ClusterServingRuntime of the same name), if any.
+    pub runtime: Option<String>,
     pub desired_instances: u32,
     pub pods_per_instance: u32,
     /// The budget the strategy reads, scaled to the desired Instances; None is no cap.
@@ -399,6 +402,9 @@ pub fn report(
         workload: workload_key.to_string(),
         component: kind,
         operator_defaults: defaults_source,
+        runtime: snapshot
+            .runtime(w.namespace, w.isvc)
+            .map(|(kind, name, _)| format!("{kind:?} {name}")),
         desired_instances: desired,
         pods_per_instance,
         budget,

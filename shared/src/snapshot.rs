@@ -15,6 +15,7 @@ use crate::api::core::{ControllerRevision, Node, Pod};
 mod parallel;
 use crate::api::component::ComponentKind;
 use crate::api::isvc::RuntimeKind;
+use crate::api::runtime::RuntimeFields;
 use crate::api::{
     BaseModel, ClusterBaseModel, ClusterServingRuntime, ComponentSpec, InferenceReplica,
     InferenceService, ServingRuntime,
@@ -27,6 +28,9 @@ pub const CONFIG_MAP_NAMES: [&str; 4] = [
     "alfred-dispatch-state",
     "inferenceservice-config",
 ];
+
+/// The resource of OME's InferenceReplica, which releases before OMENative do not serve.
+pub const INFERENCE_REPLICAS: &str = "inferencereplicas.ome.io";
 
 /// The apiVersion and kind of the item that records when and where a snapshot was taken.
 pub const SNAPSHOT_INFO_API_VERSION: &str = "alfred.ome.io/v1alpha1";
@@ -64,6 +68,10 @@ pub struct SnapshotInfo {
     /// them; absent when not looked up (a hand-written file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_group_resources: Option<Vec<String>>,
+    /// Kinds the cluster does not serve (their list was not found), e.g.
+    /// `inferencereplicas.ome.io` on an OME release before OMENative.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unserved: Vec<String>,
 }
 
 /// What was wrong with a snapshot, and where.
@@ -220,7 +228,29 @@ impl Snapshot {
             + self.controller_revisions.len()
     }
 
-    /// The ConfigMap with this name, if the snapshot holds it.
+    /// The cluster serves no InferenceReplica (an OME release before OMENative): no component
+    /// is OMENative-observable.
+    pub fn replicas_unserved(&self) -> bool {
+        self.info
+            .as_ref()
+            .is_some_and(|i| i.unserved.iter().any(|k| k == INFERENCE_REPLICAS))
+    }
+
+    /// What a reader should know once about what the snapshot could not hold.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        for kind in self.info.iter().flat_map(|i| &i.unserved) {
+            notes.push(if kind == INFERENCE_REPLICAS {
+                format!(
+                    "this cluster serves no InferenceReplica ({kind}: an OME release before OMENative), so no OMENative component can be observed and OMENative moves are unavailable; pools, node health, RawDeployment and MultiNode advice, drain and simulate still work"
+                )
+            } else {
+                format!("this cluster does not serve {kind}; read none")
+            });
+        }
+        notes
+    }
+
     /// A PersistentVolumeClaim by namespace and name.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&PersistentVolumeClaim> {
         self.persistent_volume_claims.iter().find(|c| {
@@ -236,17 +266,16 @@ impl Snapshot {
             .find(|p| p.metadata.name.as_deref() == Some(name))
     }
 
-    /// The runtime's config for a component of an InferenceService, found where OME looks
-    /// ([`RuntimeKind::LOOKUP_ORDER`]).
-    pub fn runtime_component(
+    /// The runtime an InferenceService names, found where OME looks
+    /// ([`RuntimeKind::LOOKUP_ORDER`]): its kind, its name as users write it, and its fields.
+    pub fn runtime(
         &self,
         namespace: &str,
         isvc: &InferenceService,
-        kind: ComponentKind,
-    ) -> Option<&ComponentSpec> {
+    ) -> Option<(RuntimeKind, String, &RuntimeFields)> {
         let r = isvc.spec.runtime.as_ref()?;
         let named = |name: Option<&String>| name.map(String::as_str) == Some(r.name.as_str());
-        let fields = RuntimeKind::LOOKUP_ORDER.iter().find_map(|k| match k {
+        RuntimeKind::LOOKUP_ORDER.iter().find_map(|&k| match k {
             RuntimeKind::ServingRuntime => self
                 .serving_runtimes
                 .iter()
@@ -254,14 +283,23 @@ impl Snapshot {
                     named(s.metadata.name.as_ref())
                         && s.metadata.namespace.as_deref().unwrap_or("default") == namespace
                 })
-                .map(|s| &s.spec.fields),
+                .map(|s| (k, format!("{namespace}/{}", r.name), &s.spec.fields)),
             RuntimeKind::ClusterServingRuntime => self
                 .cluster_serving_runtimes
                 .iter()
                 .find(|s| named(s.metadata.name.as_ref()))
-                .map(|s| &s.spec.fields),
-        })?;
-        fields.component(kind)
+                .map(|s| (k, r.name.clone(), &s.spec.fields)),
+        })
+    }
+
+    /// The runtime's config for a component of an InferenceService ([`Snapshot::runtime`]).
+    pub fn runtime_component(
+        &self,
+        namespace: &str,
+        isvc: &InferenceService,
+        kind: ComponentKind,
+    ) -> Option<&ComponentSpec> {
+        self.runtime(namespace, isvc)?.2.component(kind)
     }
 
     pub fn config_map(&self, name: &str) -> Option<&ConfigMap> {

@@ -1,4 +1,7 @@
-//! The CRD manifests under `manifests/crds/`, generated from the types in this module.
+//! The CRD manifests generated from the types in this module. Only InferenceReplica's is
+//! shipped to users (`manifests/crds/`, for clusters that lack it); the others are OME's own
+//! kinds, of which `tests/crds/` holds minimal copies for the local API server of the tests.
+//! A tool must never ask users to replace OME's CRDs: ours leave out fields real runtimes use.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, ValidationRule,
@@ -10,36 +13,48 @@ use super::{
     ServingRuntime,
 };
 
-/// Marks the CRDs of kinds that OME owns; ours are minimal copies for tests and the demo.
+/// Marks the test copies of OME's CRDs.
 pub const OME_OWNED_ANNOTATION: &str = "alfred.ome.io/crd-owner";
 
-/// Every CRD with the file name it is committed under.
-pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
+/// Where the CRD users may apply lives.
+pub const SHIPPED_DIR: &str = "manifests/crds";
+/// Where the test copies of OME's own CRDs live.
+pub const TEST_COPIES_DIR: &str = "tests/crds";
+
+/// Every CRD with the path (from the repository's top) it is committed under.
+pub fn all() -> Vec<(String, CustomResourceDefinition)> {
     let mut isvc = InferenceService::crd();
     for component in ["engine", "decoder", "router"] {
         if let Some(props) = spec_property(&mut isvc, component) {
             props.x_kubernetes_validations = Some(vec![zero_budget_rule(component)]);
         }
     }
-    let mut base_model = BaseModel::crd();
-    let mut cluster_base_model = ClusterBaseModel::crd();
-    for crd in [&mut base_model, &mut cluster_base_model] {
+    let mut copies = vec![
+        ("inferenceservices.yaml", isvc),
+        ("servingruntimes.yaml", ServingRuntime::crd()),
+        ("clusterservingruntimes.yaml", ClusterServingRuntime::crd()),
+        ("basemodels.yaml", BaseModel::crd()),
+        ("clusterbasemodels.yaml", ClusterBaseModel::crd()),
+    ];
+    for (_, crd) in &mut copies {
         crd.metadata.annotations = Some(
             [(
                 OME_OWNED_ANNOTATION.to_string(),
-                "ome.io: a minimal copy of OME's own CRD for tests and the demo; install OME's in a real cluster".to_string(),
+                "ome.io: a minimal copy of OME's own CRD for the tests' local API server; a real cluster has OME's, which must not be replaced".to_string(),
             )]
             .into(),
         );
     }
-    vec![
-        ("inferenceservices.yaml", isvc),
-        ("servingruntimes.yaml", ServingRuntime::crd()),
-        ("clusterservingruntimes.yaml", ClusterServingRuntime::crd()),
-        ("inferencereplicas.yaml", InferenceReplica::crd()),
-        ("basemodels.yaml", base_model),
-        ("clusterbasemodels.yaml", cluster_base_model),
-    ]
+    let mut all = vec![(
+        format!("{SHIPPED_DIR}/inferencereplicas.yaml"),
+        InferenceReplica::crd(),
+    )];
+    all.extend(
+        copies
+            .into_iter()
+            .map(|(file, crd)| (format!("{TEST_COPIES_DIR}/{file}"), crd)),
+    );
+    all
 }
 
 /// The YAML of one CRD as committed.

@@ -73,6 +73,7 @@ pub enum SpecDeploymentMode {
 pub struct ModelRef {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "ClusterBaseModel"))]
     pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_group: Option<String>,
@@ -86,6 +87,7 @@ pub struct ModelRef {
 pub struct RuntimeRef {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "ClusterServingRuntime"))]
     pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_group: Option<String>,

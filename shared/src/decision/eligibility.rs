@@ -160,10 +160,14 @@ fn evaluate(
             "InferenceReplica",
             fail(
                 OMENativeObservationInvalid,
-                format!(
-                    "no InferenceReplica serves the {} component",
-                    component.kind
-                ),
+                if cluster.replicas_unserved {
+                    "the cluster serves no InferenceReplica (an OME release before OMENative), so no OMENative component can be observed".to_string()
+                } else {
+                    format!(
+                        "no InferenceReplica serves the {} component",
+                        component.kind
+                    )
+                },
             ),
         );
         return;

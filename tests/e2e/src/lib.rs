@@ -48,8 +48,35 @@ pub fn free_port() -> u16 {
 }
 
 impl Cluster {
-    /// Starts a fresh control plane for the test `name` and installs the CRDs.
+    /// Starts a fresh control plane for the test `name` with OME's kinds (the test copies of
+    /// its CRDs) and InferenceReplica.
     pub fn up(name: &str) -> Cluster {
+        let cluster = Cluster::start(name);
+        cluster.install_crds(&["tests/crds", "manifests/crds"]);
+        cluster
+    }
+
+    /// A cluster running an OME release before OMENative: no InferenceReplica kind.
+    pub fn up_without_replicas(name: &str) -> Cluster {
+        let cluster = Cluster::start(name);
+        cluster.install_crds(&["tests/crds"]);
+        cluster
+    }
+
+    fn install_crds(&self, dirs: &[&str]) {
+        for dir in dirs {
+            self.ok(&["apply", "-f", &workspace().join(dir).display().to_string()]);
+        }
+        self.ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ]);
+    }
+
+    fn start(name: &str) -> Cluster {
         let dir = workspace().join("tests/.run").join(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("the run directory");
@@ -74,18 +101,6 @@ impl Cluster {
             "the control plane did not start; logs in {}",
             cluster.dir.join("logs").display()
         );
-        cluster.ok(&[
-            "apply",
-            "-f",
-            &workspace().join("manifests/crds").display().to_string(),
-        ]);
-        cluster.ok(&[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
-        ]);
         cluster
     }
 
