@@ -1150,3 +1150,51 @@ fn a_gang_on_an_unhealthy_and_a_maintenance_node_leaves_as_unhealthy() {
         rows[0].detail
     );
 }
+
+/// A model name too long for a label key: OME's model agent labels nodes with the truncated
+/// key, and the model is found there; a BaseModel in the namespace wins over the
+/// ClusterBaseModel of the same name whatever the reference's `kind` says.
+#[test]
+fn models_are_found_by_the_label_keys_ome_writes() {
+    use alfred::api::model::{cluster_model_label, namespaced_model_label};
+    use alfred::decision::access::ModelAccess;
+    let long = "meta-llama-3-1-405b-instruct-fp8-dynami"; // 39 characters
+    assert_eq!(long.len(), 39);
+    let key = cluster_model_label(long);
+    assert_ne!(key, format!("models.ome.io/clusterbasemodel.{long}"));
+    let w = World::new()
+        .node("n1", 8)
+        .node("n2", 8)
+        .label("n2", &key, "Ready")
+        .omenative("team", "x", &[("n1", 2)])
+        .edit("InferenceService", "x", |i| {
+            i["spec"]["model"] = json!({"name": long, "kind": "ClusterBaseModel"})
+        });
+    let mut w = w;
+    w.items.push(
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel",
+        "metadata": {"name": long}, "spec": {"storage": {"storageUri": "hf://org/long"}}}),
+    );
+    w.with_ctx(V1, |ctx| {
+        assert_eq!(
+            ctx.access[0],
+            ModelAccess::NodesLabelled { key: key.clone() }
+        );
+        let n2 = ctx.cluster.node_index("n2").unwrap();
+        let n1 = ctx.cluster.node_index("n1").unwrap();
+        assert!(ctx.model_allows(0, n2) && !ctx.model_allows(0, n1));
+    });
+    // A BaseModel of that name in the namespace is the one OME uses.
+    w.items
+        .push(json!({"apiVersion": "ome.io/v1beta1", "kind": "BaseModel",
+        "metadata": {"name": long, "namespace": "team"},
+        "spec": {"storage": {"storageUri": "hf://team/long"}}}));
+    w.with_ctx(V1, |ctx| {
+        assert_eq!(
+            ctx.access[0],
+            ModelAccess::NodesLabelled {
+                key: namespaced_model_label("team", long)
+            }
+        );
+    });
+}

@@ -343,3 +343,55 @@ fn an_object_held_twice_is_refused_naming_both_places() {
         "{e}"
     );
 }
+
+/// Runtime and model references are read whatever their `kind` says, and looked up as OME
+/// does: the namespace's object first, then the cluster-wide one.
+#[test]
+fn references_are_looked_up_as_ome_does_whatever_their_kind() {
+    let yaml = r#"
+apiVersion: ome.io/v1beta1
+kind: InferenceService
+metadata: {name: chat, namespace: prod}
+spec:
+  model: {name: m, kind: clusterbasemodel, apiGroup: ome.io}
+  runtime: {name: rt, kind: ClusterServingRuntime}
+  engine: {minReplicas: 1}
+---
+apiVersion: ome.io/v1beta1
+kind: ClusterServingRuntime
+metadata: {name: rt}
+spec: {engineConfig: {lifecycle: {updateStrategy: {type: RecreatePod}}}}
+---
+apiVersion: ome.io/v1beta1
+kind: ServingRuntime
+metadata: {name: rt, namespace: prod}
+spec: {engineConfig: {lifecycle: {updateStrategy: {type: InPlaceOnly}}}}
+"#;
+    let s = Snapshot::parse(yaml).unwrap();
+    let isvc = &s.inference_services[0];
+    let (kind, name, _) = s.runtime("prod", isvc).unwrap();
+    assert_eq!(
+        (format!("{kind:?}"), name.as_str()),
+        ("ServingRuntime".into(), "prod/rt")
+    );
+    let engine = s
+        .runtime_component("prod", isvc, alfred::api::ComponentKind::Engine)
+        .unwrap();
+    let strategy = engine
+        .lifecycle
+        .as_ref()
+        .unwrap()
+        .update_strategy
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        strategy.type_,
+        Some(alfred::api::UpdateStrategyType::InPlaceOnly)
+    );
+    // In another namespace the cluster-wide runtime serves.
+    let (kind, name, _) = s.runtime("other", isvc).unwrap();
+    assert_eq!(
+        (format!("{kind:?}"), name.as_str()),
+        ("ClusterServingRuntime".into(), "rt")
+    );
+}

@@ -441,3 +441,36 @@ fn the_lookup_names_what_defaulting_needs() {
     );
     assert_eq!(read("isvc-delete.json").lookup(Hook::Mutate, &on), None);
 }
+
+/// OME's CRD defaults `kind` onto every stored reference, and users write other casings: an
+/// unexpected `kind` or `apiGroup` changes nothing, and never makes the object unreadable.
+#[test]
+fn any_reference_kind_reads_and_reviews_alike() {
+    let path = format!(
+        "{}/tests/fixtures/isvc-create-runtime.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut body: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let chart = OperatorDefaults::chart();
+    let ctx = Context {
+        defaults: Some(&chart),
+        default_inference_services: true,
+    };
+    let answer = |body: &Value| {
+        let out = review(
+            &serde_json::to_vec(body).unwrap(),
+            Hook::Mutate,
+            &ctx,
+            |l| found(Runtime::Recreate2, l),
+        )
+        .expect("a readable review");
+        let answer: Value = serde_json::from_slice(&out.body).unwrap();
+        answer["response"].clone()
+    };
+    let plain = answer(&body);
+    body["request"]["object"]["spec"]["runtime"] =
+        json!({"name": "vllm", "kind": "clusterservingruntime", "apiGroup": "serving.example"});
+    body["request"]["object"]["spec"]["model"] = json!({"name": "m", "kind": "Basemodel"});
+    assert_eq!(answer(&body), plain);
+    assert!(plain.get("patch").is_some(), "{plain}");
+}

@@ -2,7 +2,7 @@
 //! move, the defragmentation score of each GPU pool and its moves, the node-health policy and
 //! its node records. Pure: the cluster model, the configuration and `now` in, rows out.
 
-mod access;
+pub mod access;
 mod context;
 mod defrag;
 pub mod drain;
