@@ -476,6 +476,7 @@ fn instance_line(cluster: &Cluster<'_>, i: usize, pods_per_instance: u32) -> Ins
             .map_or("-".into(), |p| format!("{p:?}")),
         running_revision: row
             .and_then(|r| r.running_revision.clone())
+            .filter(|r| !r.is_empty())
             .unwrap_or_else(|| "-".into()),
         step: row
             .and_then(|r| r.operation.as_ref())
