@@ -37,8 +37,8 @@ lint: ## Formatting and clippy, warnings as errors
 fmt: ## Format the code
 	$(CARGO) fmt --all
 
-demo: ## Recommend on the demo cluster: pool scores, advice with reasons, node records (no cluster needed)
-	$(CARGO) run -q -p kubectl-alfred -- recommend -f $(DEMO)
+demo: ## Recommend on the demo cluster: pool scores, planned moves and advice with reasons, node records (no cluster needed)
+	$(CARGO) run -q -p kubectl-alfred -- recommend -f $(DEMO) --config manifests/examples/alfred-config-migration-v1.yaml
 
 crds: ## Regenerate manifests/crds (shipped) and tests/crds (test copies of OME's CRDs) from the Rust types
 	$(CARGO) run -q -p alfred-shared --example crds -- .
