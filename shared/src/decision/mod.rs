@@ -3,6 +3,7 @@
 //! its node records. Pure: the cluster model, the configuration and `now` in, rows out.
 
 pub mod access;
+pub mod consolidate;
 mod context;
 mod defrag;
 pub mod drain;
@@ -397,19 +398,9 @@ pub fn decide_with(ctx: &Context<'_, '_>) -> Decision {
 /// Both policies' rows with their moves still executable and nothing simulated: what the
 /// arbiter takes in execute mode (the dispatcher simulates only the move it is about to send).
 pub fn plan(ctx: &Context<'_, '_>) -> Decision {
-    let (cluster, config) = (ctx.cluster, ctx.config);
-    let eligibility: Vec<defrag::Eligibility> = (0..cluster.instances.len())
-        .map(|i| {
-            let inst = &cluster.instances[i];
-            let mode = cluster.components[inst.component].mode;
-            (mode == crate::mode::DeploymentMode::OmeNative && inst.gpus > 0)
-                .then(|| eligibility::first_failure(ctx, i, eligibility::Purpose::Defragmentation))
-        })
-        .collect();
-    let movable: Vec<bool> = eligibility
-        .iter()
-        .map(|e| matches!(e, Some(None)))
-        .collect();
+    let config = ctx.config;
+    let eligibility = defrag_eligibility(ctx);
+    let movable = movable_of(&eligibility);
     let pools = score::score_pools(ctx, &movable);
     let mut recommendations = Vec::new();
     let mut nodes = BTreeMap::new();
@@ -430,6 +421,32 @@ pub fn plan(ctx: &Context<'_, '_>) -> Decision {
         nodes,
         dropped_outside_window,
     }
+}
+
+/// Each Instance's defragmentation eligibility: None for those it does not apply to
+/// (not OMENative, or no GPUs), else the first failing check.
+fn defrag_eligibility(ctx: &Context<'_, '_>) -> Vec<defrag::Eligibility> {
+    let cluster = ctx.cluster;
+    (0..cluster.instances.len())
+        .map(|i| {
+            let inst = &cluster.instances[i];
+            let mode = cluster.components[inst.component].mode;
+            (mode == crate::mode::DeploymentMode::OmeNative && inst.gpus > 0)
+                .then(|| eligibility::first_failure(ctx, i, eligibility::Purpose::Defragmentation))
+        })
+        .collect()
+}
+
+fn movable_of(eligibility: &[defrag::Eligibility]) -> Vec<bool> {
+    eligibility
+        .iter()
+        .map(|e| matches!(e, Some(None)))
+        .collect()
+}
+
+/// Which Instances defragmentation may move (every eligibility check passes).
+pub fn movable(ctx: &Context<'_, '_>) -> Vec<bool> {
+    movable_of(&defrag_eligibility(ctx))
 }
 
 /// Rounds a score for output: six decimals, as people and golden files read them.

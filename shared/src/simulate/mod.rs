@@ -4,7 +4,7 @@
 //! with the semantics of kube-scheduler's plugins, and the best-scoring feasible node taken.
 //! An Instance of several pods is placed all or nothing.
 
-mod filters;
+pub(crate) mod filters;
 mod resources;
 mod topology;
 

@@ -1,0 +1,279 @@
+//! A cluster replayed from a production GPU trace (Alibaba's openb, behind the ATC '23
+//! fragmentation paper), as `kubectl get -o json` prints it. Tasks drawn at random (seeded)
+//! arrive one after another and never leave until the GPUs they ask for reach LOAD x the
+//! cluster's GPUs; each lands where kube-scheduler's default scoring puts it (the allowed node
+//! with room and the most free GPUs, ties at random), or stays Pending.
+//!
+//! Whole-GPU tasks become single-Instance OMENative InferenceServices (steady, rows as OME
+//! persists them); GPU-sharing tasks become pods holding one GPU that are not OME's; CPU-only
+//! tasks are left out.
+
+use serde_json::{Value, json};
+
+pub struct TraceNode {
+    pub name: String,
+    pub cpu_milli: i64,
+    pub memory_mib: i64,
+    pub gpus: i64,
+    pub model: String,
+}
+
+pub struct Task {
+    pub cpu_milli: i64,
+    pub memory_mib: i64,
+    pub num_gpu: i64,
+    pub gpu_milli: i64,
+    /// Allowed GPU types; empty is any.
+    pub gpu_spec: Vec<String>,
+}
+
+impl Task {
+    fn whole(&self) -> bool {
+        self.gpu_milli >= 1000 || self.num_gpu > 1
+    }
+
+    /// GPUs the task holds once placed: a sharing task holds one.
+    fn holds(&self) -> i64 {
+        if self.whole() { self.num_gpu } else { 1 }
+    }
+
+    /// GPUs it asks for, as the load counts them: what its pod requests.
+    fn asks(&self) -> f64 {
+        self.holds() as f64
+    }
+}
+
+/// The columns of a CSV file with a header, by name.
+fn rows(text: &str) -> Result<Vec<std::collections::HashMap<String, String>>, String> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().ok_or("empty CSV")?.split(',').collect();
+    Ok(lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.split(','))
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect())
+}
+
+fn int(row: &std::collections::HashMap<String, String>, key: &str) -> Result<i64, String> {
+    row.get(key)
+        .ok_or(format!("no column {key}"))?
+        .parse()
+        .map_err(|e| format!("column {key}: {e}"))
+}
+
+pub fn read_nodes(text: &str) -> Result<Vec<TraceNode>, String> {
+    rows(text)?
+        .iter()
+        .map(|r| {
+            Ok(TraceNode {
+                name: r.get("sn").cloned().ok_or("no column sn")?,
+                cpu_milli: int(r, "cpu_milli")?,
+                memory_mib: int(r, "memory_mib")?,
+                gpus: int(r, "gpu")?,
+                model: r.get("model").cloned().ok_or("no column model")?,
+            })
+        })
+        .collect()
+}
+
+/// The GPU tasks of a pod list (CPU-only tasks left out).
+pub fn read_tasks(text: &str) -> Result<Vec<Task>, String> {
+    let mut tasks = Vec::new();
+    for r in rows(text)? {
+        let task = Task {
+            cpu_milli: int(&r, "cpu_milli")?,
+            memory_mib: int(&r, "memory_mib")?,
+            num_gpu: int(&r, "num_gpu")?,
+            gpu_milli: int(&r, "gpu_milli")?,
+            gpu_spec: r
+                .get("gpu_spec")
+                .map(|s| {
+                    s.split('|')
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        if task.num_gpu > 0 {
+            tasks.push(task);
+        }
+    }
+    Ok(tasks)
+}
+
+/// splitmix64: a small seeded generator, the same sequence on every machine.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+pub struct Replay {
+    pub json: String,
+    pub placed_tasks: usize,
+    pub pending_tasks: usize,
+    pub gpus: i64,
+    pub asked: f64,
+}
+
+const MODEL: &str = "trace-model";
+const TIME: &str = "2026-09-28T10:00:00Z";
+
+/// Replays tasks onto the nodes until they ask for `load` x the cluster's GPUs.
+pub fn replay(nodes: &[TraceNode], tasks: &[Task], load: f64, seed: u64) -> Replay {
+    let mut rng = Rng::new(seed);
+    let total: i64 = nodes.iter().map(|n| n.gpus).sum();
+    let mut free_gpu: Vec<i64> = nodes.iter().map(|n| n.gpus).collect();
+    let mut free_cpu: Vec<i64> = nodes.iter().map(|n| n.cpu_milli).collect();
+    let mut free_mem: Vec<i64> = nodes.iter().map(|n| n.memory_mib).collect();
+    let mut items: Vec<Value> = vec![
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel",
+        "metadata": {"name": MODEL}, "spec": {"storage": {"storageUri": "hf://trace/model"}}}),
+    ];
+    for n in nodes {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": n.name, "uid": format!("uid-{}", n.name), "creationTimestamp": "2026-09-01T00:00:00Z",
+                "labels": {"kubernetes.io/hostname": n.name, "nvidia.com/gpu.product": n.model,
+                           "nvidia.com/gpu.count": n.gpus.to_string(),
+                           format!("models.ome.io/clusterbasemodel.{MODEL}"): "Ready"}},
+            "spec": {},
+            "status": {
+                "capacity": {"cpu": format!("{}m", n.cpu_milli), "memory": format!("{}Mi", n.memory_mib),
+                             "nvidia.com/gpu": n.gpus.to_string(), "pods": "110"},
+                "allocatable": {"cpu": format!("{}m", n.cpu_milli), "memory": format!("{}Mi", n.memory_mib),
+                                "nvidia.com/gpu": n.gpus.to_string(), "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-09-01T00:00:00Z"},
+                               {"type": "GpuUnhealthy", "status": "False", "lastTransitionTime": "2026-09-01T00:00:00Z"}]}
+        }));
+    }
+    let (mut asked, mut placed_tasks, mut pending_tasks) = (0.0, 0, 0);
+    let mut k = 0usize;
+    while asked < load * total as f64 && !tasks.is_empty() {
+        let task = &tasks[rng.below(tasks.len())];
+        asked += task.asks();
+        let holds = task.holds();
+        let allowed =
+            |i: usize| task.gpu_spec.is_empty() || task.gpu_spec.contains(&nodes[i].model);
+        // kube-scheduler's default: among nodes with room, the most free GPUs; ties at random.
+        let mut best: Vec<usize> = Vec::new();
+        let mut most = -1;
+        for i in 0..nodes.len() {
+            if !allowed(i)
+                || free_gpu[i] < holds
+                || free_cpu[i] < task.cpu_milli
+                || free_mem[i] < task.memory_mib
+            {
+                continue;
+            }
+            if free_gpu[i] > most {
+                most = free_gpu[i];
+                best.clear();
+            }
+            if free_gpu[i] == most {
+                best.push(i);
+            }
+        }
+        let node = (!best.is_empty()).then(|| best[rng.below(best.len())]);
+        if let Some(i) = node {
+            free_gpu[i] -= holds;
+            free_cpu[i] -= task.cpu_milli;
+            free_mem[i] -= task.memory_mib;
+            placed_tasks += 1;
+        } else {
+            pending_tasks += 1;
+        }
+        items.extend(objects(k, task, node.map(|i| nodes[i].name.as_str())));
+        k += 1;
+    }
+    let json = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
+        .expect("json");
+    Replay {
+        json,
+        placed_tasks,
+        pending_tasks,
+        gpus: total,
+        asked,
+    }
+}
+
+/// A task's objects: an OMENative InferenceService with its InferenceReplica and pod for a
+/// whole-GPU task, a plain pod for a sharing one.
+fn objects(k: usize, task: &Task, node: Option<&str>) -> Vec<Value> {
+    let name = format!("task-{k:05}");
+    let holds = task.holds();
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{name}-engine-0-default-0"), "namespace": "trace",
+                     "uid": format!("uid-pod-{k}"), "creationTimestamp": TIME, "labels": {}},
+        "spec": {"schedulerName": "default-scheduler", "containers": [{"name": "main", "image": "trace/task:1",
+            "resources": {"requests": {"cpu": format!("{}m", task.cpu_milli), "memory": format!("{}Mi", task.memory_mib),
+                                       "nvidia.com/gpu": holds.to_string()},
+                          "limits": {"nvidia.com/gpu": holds.to_string()}}}]},
+    });
+    if !task.gpu_spec.is_empty() {
+        pod["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In",
+                                                          "values": task.gpu_spec}]}]}}});
+    }
+    match node {
+        Some(n) => {
+            pod["spec"]["nodeName"] = json!(n);
+            pod["status"] = json!({"phase": "Running", "startTime": TIME, "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": TIME},
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": TIME},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": TIME}]});
+        }
+        None => {
+            pod["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "lastTransitionTime": TIME}]});
+        }
+    }
+    if !task.whole() || node.is_none() {
+        return vec![pod];
+    }
+    pod["metadata"]["labels"] = json!({"ome.io/inferenceservice": name, "component": "engine",
+        "ome.io/managed-by": "OMENative", "ome.io/instance-index": "0", "ome.io/instance-incarnation": "1",
+        "ome.io/runner": "default", "ome.io/pod-ordinal": "0", "ome.io/revision-hash": "7b4c2e19"});
+    pod["spec"]["nodeSelector"] =
+        json!({format!("models.ome.io/clusterbasemodel.{MODEL}"): "Ready"});
+    let revision = format!("{name}-engine-7b4c2e19");
+    vec![
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": "trace", "uid": format!("uid-isvc-{k}"), "generation": 1},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": MODEL, "kind": "ClusterBaseModel"},
+                     "engine": {"minReplicas": 1, "maxReplicas": 1}}}),
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "metadata": {"name": format!("{name}-engine"), "namespace": "trace", "uid": format!("uid-ir-{k}"), "generation": 1,
+                "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": name,
+                                     "uid": format!("uid-isvc-{k}"), "controller": true}]},
+            "spec": {"component": "engine", "parentRef": {"name": name}, "replicas": 1, "runners": [{"name": "default"}]},
+            "status": {"observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "servingReplicas": 1,
+                "availableReplicas": 1, "updatedReplicas": 1, "updatedReadyReplicas": 1,
+                "currentRevision": revision, "updateRevision": revision,
+                "instanceStatuses": [{"index": 0, "incarnation": 1, "phase": "Ready", "runningRevision": revision,
+                    "podCount": 1, "servingPodCount": 1, "availablePodCount": 1, "admitted": true,
+                    "readySince": TIME}]}}),
+        pod,
+    ]
+}

@@ -1,0 +1,260 @@
+//! Decision quality on a production trace: a cluster replayed from Alibaba's openb trace (see
+//! `common/trace.rs`), then the fewest-move consolidation plan of `recommend --plan` measured
+//! against doing nothing and against an ideal repack.
+//!
+//!     cargo run --release -p alfred-shared --example trace_bench -- \
+//!       --nodes NODES.csv --pods PODS.csv [--load 0.95] [--seed 1] [--eight-gpu-nodes N] \
+//!       [--max-moves N] [--write SNAPSHOT]
+//!
+//! `--eight-gpu-nodes N` replaces the node list with N 8-GPU nodes of the trace's commonest
+//! 8-GPU type. Reports pending GPUs placeable (largest first, best fit) and whole free nodes
+//! now, after the plan and after the ideal repack (first-fit decreasing of every movable
+//! Instance, other pods pinned), the plan's moves and GPUs moved, a lower bound on moves, and
+//! the time to plan.
+
+use std::time::Instant;
+
+#[path = "common/trace.rs"]
+mod trace;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use alfred::cluster::Cluster;
+use alfred::config::Config;
+use alfred::decision::{Context, consolidate, movable, score};
+use alfred::snapshot::Snapshot;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let read = |name: &str| -> Result<String, String> {
+        let path = flag(name).ok_or(format!("{name} FILE is required"))?;
+        std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))
+    };
+    let load: f64 =
+        flag("--load").map_or(Ok(0.95), |v| v.parse().map_err(|e| format!("--load: {e}")))?;
+    let seed: u64 =
+        flag("--seed").map_or(Ok(1), |v| v.parse().map_err(|e| format!("--seed: {e}")))?;
+    let max_moves: Option<usize> = flag("--max-moves")
+        .map(|v| v.parse().map_err(|e| format!("--max-moves: {e}")))
+        .transpose()?;
+    let mut nodes = trace::read_nodes(&read("--nodes")?)?;
+    if let Some(n) = flag("--eight-gpu-nodes") {
+        let n: usize = n.parse().map_err(|e| format!("--eight-gpu-nodes: {e}"))?;
+        let model = commonest_eight_gpu_model(&nodes).ok_or("the node list has no 8-GPU node")?;
+        let shape = nodes
+            .iter()
+            .find(|x| x.model == model && x.gpus == 8)
+            .unwrap();
+        let (cpu, memory) = (shape.cpu_milli, shape.memory_mib);
+        nodes = (0..n)
+            .map(|i| trace::TraceNode {
+                name: format!("node-{i:05}"),
+                cpu_milli: cpu,
+                memory_mib: memory,
+                gpus: 8,
+                model: model.clone(),
+            })
+            .collect();
+    }
+    let tasks = trace::read_tasks(&read("--pods")?)?;
+    let replay = trace::replay(&nodes, &tasks, load, seed);
+    if let Some(path) = flag("--write") {
+        std::fs::write(&path, &replay.json).map_err(|e| format!("{path}: {e}"))?;
+        println!("snapshot written to {path}");
+    }
+    let snapshot = Snapshot::parse(&replay.json).map_err(|e| e.to_string())?;
+    let config = Config::parse("schemaVersion: 1\nmigration: {apiVersion: v1}\n")
+        .map_err(|e| e.to_string())?;
+    let now = "2026-09-28T10:15:00Z".parse().unwrap();
+    let cluster = Cluster::build(&snapshot, &config, now);
+    let ctx = Context::new(&cluster, &snapshot, &config);
+    println!(
+        "replay: {} nodes, {} GPUs, load {load} (asked {:.0} GPUs), seed {seed}: {} tasks placed, {} pending",
+        nodes.len(),
+        replay.gpus,
+        replay.asked,
+        replay.placed_tasks,
+        replay.pending_tasks
+    );
+
+    let start = Instant::now();
+    let movable = movable(&ctx);
+    let eligible = start.elapsed();
+    let start = Instant::now();
+    let plan = consolidate::plan(&ctx, &movable, max_moves);
+    let planning = start.elapsed();
+
+    let free_now: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_free).collect();
+    let now_ = consolidate::placeable(&ctx, &free_now);
+    let mut free_ideal = free_now.clone();
+    for pool in score::score_pools(&ctx, &movable) {
+        for m in &pool.repack_moves {
+            let gpus = cluster.pods[m.pod].gpus;
+            free_ideal[pool.bins[m.from].index] += gpus;
+            free_ideal[pool.bins[m.to].index] -= gpus;
+        }
+    }
+    let ideal = consolidate::placeable(&ctx, &free_ideal);
+    let after = plan.after();
+    let bound = lower_bound(&cluster, &movable, &free_now, &free_ideal, &now_.unplaced);
+    let gpus_moved: i64 = plan.steps.iter().map(|s| s.gpus).sum();
+    println!(
+        "instances: {} ({} movable); pending GPUs: {}",
+        cluster.instances.len(),
+        movable.iter().filter(|&&m| m).count(),
+        plan.pending_gpus_total
+    );
+    println!("                     now     plan    ideal");
+    println!(
+        "pending GPUs placeable  {:>5}  {:>7}  {:>7}",
+        now_.pending_gpus, after.pending_gpus, ideal.pending_gpus
+    );
+    println!(
+        "whole free nodes        {:>5}  {:>7}  {:>7}",
+        now_.whole_free_nodes, after.whole_free_nodes, ideal.whole_free_nodes
+    );
+    let gained = after.pending_gpus - now_.pending_gpus;
+    let possible = ideal.pending_gpus - now_.pending_gpus;
+    println!(
+        "plan: {} moves, {gpus_moved} GPUs moved; lower bound {bound} moves; gains {gained} of the {possible} pending GPUs the ideal repack makes placeable ({:.1}%)",
+        plan.steps.len(),
+        if possible > 0 {
+            100.0 * gained as f64 / possible as f64
+        } else {
+            100.0
+        }
+    );
+    if args.iter().any(|a| a == "--detail") {
+        detail(&cluster, &movable, &now_, &ideal);
+    }
+    println!(
+        "time: eligibility {:.0} ms, plan {:.0} ms",
+        eligible.as_secs_f64() * 1e3,
+        planning.as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
+fn commonest_eight_gpu_model(nodes: &[trace::TraceNode]) -> Option<String> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for n in nodes.iter().filter(|n| n.gpus == 8) {
+        *counts.entry(&n.model).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|&(m, c)| (c, std::cmp::Reverse(m)))
+        .map(|(m, _)| m.to_string())
+}
+
+/// A lower bound on moves for the pending pods that need whole nodes: for each node size C
+/// that pending pods ask for whole, as many of the least-occupied size-C nodes (counting their
+/// Instances, every one movable) as the ideal repack frees beyond those free now, and no more
+/// than such pods wait.
+fn lower_bound(
+    cluster: &Cluster<'_>,
+    movable: &[bool],
+    free_now: &[i64],
+    free_ideal: &[i64],
+    unplaced: &[i64],
+) -> usize {
+    let mut sizes: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_total).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut bound = 0;
+    for c in sizes.into_iter().filter(|&c| c > 0) {
+        let waiting = unplaced.iter().filter(|&&g| g == c).count();
+        let nodes: Vec<usize> = (0..cluster.nodes.len())
+            .filter(|&n| {
+                cluster.nodes[n].gpu_total == c && !cluster.nodes[n].unavailable_as_target()
+            })
+            .collect();
+        let whole = |free: &[i64]| nodes.iter().filter(|&&n| free[n] >= c).count();
+        let freed = whole(free_ideal).saturating_sub(whole(free_now));
+        let mut occupants: Vec<usize> = nodes
+            .iter()
+            .filter(|&&n| free_now[n] < c)
+            .filter_map(|&n| {
+                let pods = &cluster.nodes[n].pods;
+                let instances: std::collections::BTreeSet<usize> = cluster
+                    .instances
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, inst)| movable[*i] && inst.pods.iter().any(|p| pods.contains(p)))
+                    .map(|(i, _)| i)
+                    .collect();
+                let held_by_movables: i64 = pods
+                    .iter()
+                    .filter(|p| {
+                        instances
+                            .iter()
+                            .any(|&i| cluster.instances[i].pods.contains(p))
+                    })
+                    .map(|&p| cluster.pods[p].gpus)
+                    .sum();
+                (held_by_movables + free_now[n] >= c).then_some(instances.len())
+            })
+            .collect();
+        occupants.sort_unstable();
+        bound += occupants.iter().take(freed.min(waiting)).sum::<usize>();
+    }
+    bound
+}
+
+/// Where the demand and the room are: pending pods by size (unplaced now and after the ideal
+/// repack), and per node size the nodes by free GPUs and movable Instances.
+fn detail(
+    cluster: &Cluster<'_>,
+    movable: &[bool],
+    now: &consolidate::Placeable,
+    ideal: &consolidate::Placeable,
+) {
+    use std::collections::BTreeMap;
+    let mut by_size: BTreeMap<i64, (usize, usize, usize)> = BTreeMap::new();
+    for p in &cluster.pending {
+        by_size.entry(p.gpus).or_default().0 += 1;
+    }
+    for &g in &now.unplaced {
+        by_size.entry(g).or_default().1 += 1;
+    }
+    for &g in &ideal.unplaced {
+        by_size.entry(g).or_default().2 += 1;
+    }
+    for (g, (all, now, ideal)) in by_size {
+        println!("  pending {g}-GPU pods: {all}, unplaced now {now}, after the ideal {ideal}");
+    }
+    let mut instances_on = vec![0usize; cluster.nodes.len()];
+    for (i, inst) in cluster.instances.iter().enumerate() {
+        if movable[i] {
+            for &p in &inst.pods {
+                if let Some(n) = cluster.pods[p].host {
+                    instances_on[n] += 1;
+                }
+            }
+        }
+    }
+    let mut shape: BTreeMap<(i64, i64, usize), usize> = BTreeMap::new();
+    for (n, node) in cluster.nodes.iter().enumerate() {
+        if node.gpu_total == 8 {
+            *shape
+                .entry((node.gpu_total, node.gpu_free, instances_on[n]))
+                .or_default() += 1;
+        }
+    }
+    for ((cap, free, inst), count) in shape {
+        println!("  {count} nodes of {cap} GPUs with {free} free and {inst} movable Instances");
+    }
+}
