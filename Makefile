@@ -6,7 +6,7 @@ CLUSTER_DIR ?= tests/.run/local
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench install certs webhook-local loadtest loadtest-mix loadtest-wrk fuzz
+.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace install certs webhook-local loadtest loadtest-mix loadtest-wrk fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -49,6 +49,13 @@ bench: ## Benchmarks: snapshot load (10k nodes, 80k pods), decision pass (10k no
 	$(CARGO) run -q --release -p alfred-shared --example solver_bench -- 2000 0 1
 	$(CARGO) run -q --release -p alfred-shared --example solver_bench -- 10000 100 1
 	$(CARGO) bench -q -p alfred-webhook --bench review
+
+bench-trace: ## Consolidation plans on the openb trace: make bench-trace OPENB=DIR (the trace's CSV files)
+	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }
+	$(CARGO) build -q --release -p alfred-shared --example trace_bench
+	for list in default multigpu50; do for seed in 1 2 3; do \
+	  ./target/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
+	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed $$seed || exit 1; done; done
 
 install: ## Put kubectl-alfred on PATH (so `kubectl alfred` works)
 	$(CARGO) install --locked --path kubectl-alfred

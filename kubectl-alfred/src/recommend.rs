@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use alfred::decision::sequence::{PoolSequence, sequence};
+use alfred::decision::consolidate::{self, ConsolidationPlan};
 use alfred::decision::{self, Context, Decision, NodeRecord, PoolScore, Row, round6};
 use anyhow::Result;
 use clap::Args;
@@ -26,11 +26,15 @@ pub struct RecommendArgs {
     /// Show recommendations in every namespace (the default).
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
-    /// Instead of this pass's moves (Alfred makes one a pass), the whole sequence of moves that
-    /// takes each pool from its observed state to its repacked best, with the fragmentation
-    /// after each step.
+    /// Instead of this pass's moves (Alfred makes one a pass), the fewest-move consolidation
+    /// plan: the moves that make the most waiting GPU demand placeable per move, in an order
+    /// safe to stop after any step, with the trade of moves against pending GPUs placeable and
+    /// whole free nodes.
     #[arg(long)]
     pub plan: bool,
+    /// The best plan of at most N moves.
+    #[arg(long, value_name = "N", requires = "plan")]
+    pub max_moves: Option<usize>,
     /// Also write the pass into the recommendations ConfigMap (`alfred-recommendations`), as
     /// Alfred would: `last-cycle.json` and the node records; other keys are kept. Live only.
     #[arg(long, conflicts_with = "plan")]
@@ -46,7 +50,7 @@ struct Document<'a> {
     recommendations: Vec<&'a Row>,
     pools: Vec<PoolSummary<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    plan: Option<Vec<PoolSequence>>,
+    plan: Option<ConsolidationPlan>,
     nodes: &'a BTreeMap<String, NodeRecord>,
 }
 
@@ -98,9 +102,10 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
         Ok(rows) => decision.recommendations.extend(rows),
         Err(e) => eprintln!("note: {e}"),
     }
-    let plan = args
-        .plan
-        .then(|| decision.pools.iter().map(|p| sequence(&ctx, p)).collect());
+    let plan = args.plan.then(|| {
+        let movable = decision::movable(&ctx);
+        consolidate::plan(&ctx, &movable, args.max_moves)
+    });
     let text = render_decision(
         &decision,
         plan,
@@ -131,7 +136,7 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
 
 fn render_decision(
     d: &Decision,
-    plan: Option<Vec<PoolSequence>>,
+    plan: Option<ConsolidationPlan>,
     now: Timestamp,
     namespace: Option<&str>,
     output: Output,
@@ -415,58 +420,88 @@ fn nodes_table(d: &Decision, out: &mut String) -> Result<()> {
     Ok(())
 }
 
-fn plan_text(plan: &[PoolSequence], out: &mut String) -> Result<()> {
-    for p in plan {
+/// Width of the trade chart's bars.
+const CHART_WIDTH: usize = 30;
+
+fn plan_text(plan: &ConsolidationPlan, out: &mut String) -> Result<()> {
+    let (before, after) = (plan.before(), plan.after());
+    writeln!(
+        out,
+        "Consolidation plan: {} move(s) make {} more of the {} pending GPUs placeable ({} -> {}); whole free nodes {} -> {}",
+        plan.steps.len(),
+        after.pending_gpus - before.pending_gpus,
+        plan.pending_gpus_total,
+        before.pending_gpus,
+        after.pending_gpus,
+        before.whole_free_nodes,
+        after.whole_free_nodes
+    )?;
+    if plan.steps.is_empty() {
         writeln!(
             out,
-            "Pool {}: fragmentation {:.3} now, {:.3} once repacked, in {} move(s)",
-            p.pool,
-            p.observed,
-            p.best,
-            p.steps.len()
+            "  {}",
+            if plan.pending_gpus_total == before.pending_gpus {
+                "no pending pod waits for room: no move is worth making"
+            } else {
+                "no move of a movable Instance makes a waiting pod placeable"
+            }
         )?;
-        if !p.steps.is_empty() {
-            let lines: Vec<Vec<String>> = p
-                .steps
-                .iter()
-                .enumerate()
-                .map(|(k, s)| {
-                    vec![
-                        (k + 1).to_string(),
-                        s.workload.clone(),
-                        s.component.to_string(),
-                        s.instance.to_string(),
-                        s.gpus.to_string(),
-                        s.from.join(","),
-                        s.to.join(","),
-                        format!("{:.3}", s.fragmentation_after),
-                    ]
-                })
-                .collect();
-            render::columns(
-                out,
-                &[
-                    "STEP",
-                    "WORKLOAD",
-                    "COMPONENT",
-                    "INSTANCE",
-                    "GPUS",
-                    "FROM",
-                    "TO",
-                    "FRAGMENTATION-AFTER",
-                ],
-                &lines,
-            );
-        }
-        if !p.blocked.is_empty() {
-            writeln!(
-                out,
-                "  blocked: no order of the moves gives these new pods room while their old pods run: {}",
-                p.blocked.join(", ")
-            )?;
-        }
-        writeln!(out)?;
+        return Ok(());
     }
+    let lines: Vec<Vec<String>> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            vec![
+                (k + 1).to_string(),
+                s.workload.clone(),
+                s.component.to_string(),
+                s.instance.to_string(),
+                s.gpus.to_string(),
+                s.from.join(","),
+                s.to.join(","),
+                s.frees.clone(),
+            ]
+        })
+        .collect();
+    render::columns(
+        out,
+        &[
+            "STEP",
+            "WORKLOAD",
+            "COMPONENT",
+            "INSTANCE",
+            "GPUS",
+            "FROM",
+            "TO",
+            "MAKES-ROOM-ON",
+        ],
+        &lines,
+    );
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Moves against pending GPUs placeable (of {}) and whole free nodes; stopping after any step is safe:",
+        plan.pending_gpus_total
+    )?;
+    let scale = plan.pending_gpus_total.max(1) as f64;
+    let lines: Vec<Vec<String>> = plan
+        .curve
+        .iter()
+        .map(|p| {
+            let filled = ((p.pending_gpus as f64 / scale) * CHART_WIDTH as f64).round() as usize;
+            let filled = filled.min(CHART_WIDTH);
+            vec![
+                p.moves.to_string(),
+                p.pending_gpus.to_string(),
+                format!("{}{}", "█".repeat(filled), "░".repeat(CHART_WIDTH - filled)),
+                p.whole_free_nodes.to_string(),
+            ]
+        })
+        .collect();
+    render::columns(out, &["MOVES", "PLACEABLE", "", "WHOLE-FREE"], &lines);
+    writeln!(out)?;
     writeln!(
         out,
         "Only Instances that can move count (see `kubectl alfred explain`); Alfred itself makes one move a pass."

@@ -131,3 +131,74 @@ fn explain_and_drain_answer_and_refuse_clearly() {
         "{err}"
     );
 }
+
+/// A small cluster where one move frees a node for a waiting 8-GPU pod.
+fn consolidation_cluster() -> String {
+    let node = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{nvidia.com/gpu.product: H100, models.ome.io/clusterbasemodel.m: Ready}}}}\nstatus: {{allocatable: {{nvidia.com/gpu: '8'}}, conditions: [{{type: Ready, status: 'True'}}]}}\n"
+        )
+    };
+    let instance = |name: &str, node: &str, gpus: u32| {
+        format!(
+            "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {{name: {name}, namespace: team}}\nspec: {{deploymentMode: OMENative, model: {{name: m, kind: ClusterBaseModel}}, engine: {{minReplicas: 1}}}}\n---\n\
+             apiVersion: ome.io/v1beta1\nkind: InferenceReplica\nmetadata: {{name: {name}-engine, namespace: team}}\nspec: {{component: engine, parentRef: {{name: {name}}}, replicas: 1, runners: [{{name: default}}]}}\nstatus: {{replicas: 1, readyReplicas: 1, servingReplicas: 1, availableReplicas: 1, updatedReplicas: 1, updatedReadyReplicas: 1, currentRevision: r1, updateRevision: r1, instanceStatuses: [{{index: 0, phase: Ready, runningRevision: r1, podCount: 1, servingPodCount: 1, availablePodCount: 1, admitted: true}}]}}\n---\n\
+             apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}-engine-0-default-0, namespace: team, labels: {{ome.io/inferenceservice: {name}, component: engine, ome.io/instance-index: '0'}}}}\nspec: {{nodeName: {node}, containers: [{{name: c, resources: {{limits: {{nvidia.com/gpu: '{gpus}'}}}}}}]}}\nstatus: {{phase: Running, conditions: [{{type: Ready, status: 'True'}}]}}\n"
+        )
+    };
+    [
+        "apiVersion: ome.io/v1beta1\nkind: ClusterBaseModel\nmetadata: {name: m}\nspec: {storage: {storageUri: 'hf://org/m'}}\n".to_string(),
+        node("a"),
+        node("b"),
+        instance("small", "a", 1),
+        instance("big", "b", 7),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: waiting, namespace: team}\nspec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: '8'}}}]}\nstatus: {phase: Pending, conditions: [{type: PodScheduled, status: 'False'}]}\n".to_string(),
+    ]
+    .join("---\n")
+}
+
+#[test]
+fn the_plan_shows_its_moves_and_the_trade() {
+    let path = format!("{}/consolidation.yaml", env!("CARGO_TARGET_TMPDIR"));
+    std::fs::write(&path, consolidation_cluster()).unwrap();
+    let (code, out, err) = alfred(&["recommend", "--plan", "-f", &path, "--config", V1]);
+    assert_eq!(code, Some(0), "{err}");
+    for line in [
+        "Consolidation plan: 1 move(s) make 8 more of the 8 pending GPUs placeable (0 -> 8); whole free nodes 0 -> 1",
+        "1      team/small   engine      0          1      a      b    a",
+        "1       8           ██████████████████████████████   1",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in\n{out}");
+    }
+    let (code, json, _) = alfred(&[
+        "recommend",
+        "--plan",
+        "-f",
+        &path,
+        "--config",
+        V1,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, Some(0));
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["plan"]["curve"][1]["pendingGpus"], 8);
+    assert_eq!(doc["plan"]["steps"][0]["to"][0], "b");
+    // A budget of no move keeps the cluster as it is; without --plan it is a usage error.
+    let (_, json, _) = alfred(&[
+        "recommend",
+        "--plan",
+        "--max-moves",
+        "0",
+        "-f",
+        &path,
+        "--config",
+        V1,
+        "-o",
+        "json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["plan"]["steps"].as_array().unwrap().len(), 0);
+    let (code, _, _) = alfred(&["recommend", "--max-moves", "1", "-f", &path]);
+    assert_eq!(code, Some(2));
+}

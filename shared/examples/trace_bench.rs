@@ -110,7 +110,14 @@ fn run() -> Result<(), String> {
     }
     let ideal = consolidate::placeable(&ctx, &free_ideal);
     let after = plan.after();
-    let bound = lower_bound(&cluster, &movable, &free_now, &free_ideal, &now_.unplaced);
+    let bound = lower_bound(
+        &cluster,
+        &movable,
+        &free_now,
+        &free_ideal,
+        &now_.unplaced,
+        &ideal.unplaced,
+    );
     let gpus_moved: i64 = plan.steps.iter().map(|s| s.gpus).sum();
     println!(
         "instances: {} ({} movable); pending GPUs: {}",
@@ -160,56 +167,45 @@ fn commonest_eight_gpu_model(nodes: &[trace::TraceNode]) -> Option<String> {
         .map(|(m, _)| m.to_string())
 }
 
-/// A lower bound on moves for the pending pods that need whole nodes: for each node size C
-/// that pending pods ask for whole, as many of the least-occupied size-C nodes (counting their
-/// Instances, every one movable) as the ideal repack frees beyond those free now, and no more
-/// than such pods wait.
+/// A lower bound on moves for the pending pods that need whole nodes: for each node size C that
+/// pending pods ask for whole, the Instances on the least-occupied of the size-C nodes the ideal
+/// repack empties, as many nodes as such pods it seats that wait now.
 fn lower_bound(
     cluster: &Cluster<'_>,
     movable: &[bool],
     free_now: &[i64],
     free_ideal: &[i64],
-    unplaced: &[i64],
+    unplaced_now: &[i64],
+    unplaced_ideal: &[i64],
 ) -> usize {
+    let mut instances_on = vec![0usize; cluster.nodes.len()];
+    for (i, inst) in cluster.instances.iter().enumerate() {
+        if movable[i] {
+            let mut hosts: Vec<usize> = inst
+                .pods
+                .iter()
+                .filter_map(|&p| cluster.pods[p].host)
+                .collect();
+            hosts.dedup();
+            for n in hosts {
+                instances_on[n] += 1;
+            }
+        }
+    }
     let mut sizes: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_total).collect();
     sizes.sort_unstable();
     sizes.dedup();
     let mut bound = 0;
     for c in sizes.into_iter().filter(|&c| c > 0) {
-        let waiting = unplaced.iter().filter(|&&g| g == c).count();
-        let nodes: Vec<usize> = (0..cluster.nodes.len())
-            .filter(|&n| {
-                cluster.nodes[n].gpu_total == c && !cluster.nodes[n].unavailable_as_target()
-            })
+        let waiting = |unplaced: &[i64]| unplaced.iter().filter(|&&g| g == c).count();
+        let seated = waiting(unplaced_now).saturating_sub(waiting(unplaced_ideal));
+        let mut emptied: Vec<usize> = (0..cluster.nodes.len())
+            .filter(|&n| cluster.nodes[n].gpu_total == c)
+            .filter(|&n| free_now[n] < c && free_ideal[n] >= c)
+            .map(|n| instances_on[n])
             .collect();
-        let whole = |free: &[i64]| nodes.iter().filter(|&&n| free[n] >= c).count();
-        let freed = whole(free_ideal).saturating_sub(whole(free_now));
-        let mut occupants: Vec<usize> = nodes
-            .iter()
-            .filter(|&&n| free_now[n] < c)
-            .filter_map(|&n| {
-                let pods = &cluster.nodes[n].pods;
-                let instances: std::collections::BTreeSet<usize> = cluster
-                    .instances
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, inst)| movable[*i] && inst.pods.iter().any(|p| pods.contains(p)))
-                    .map(|(i, _)| i)
-                    .collect();
-                let held_by_movables: i64 = pods
-                    .iter()
-                    .filter(|p| {
-                        instances
-                            .iter()
-                            .any(|&i| cluster.instances[i].pods.contains(p))
-                    })
-                    .map(|&p| cluster.pods[p].gpus)
-                    .sum();
-                (held_by_movables + free_now[n] >= c).then_some(instances.len())
-            })
-            .collect();
-        occupants.sort_unstable();
-        bound += occupants.iter().take(freed.min(waiting)).sum::<usize>();
+        emptied.sort_unstable();
+        bound += emptied.iter().take(seated).sum::<usize>();
     }
     bound
 }

@@ -786,31 +786,6 @@ fn explain_lists_every_check_and_the_pass_rows() {
 }
 
 #[test]
-fn the_plan_sequences_the_repack_with_fragmentation_after_each_step() {
-    use alfred::decision::decide_with;
-    use alfred::decision::sequence::sequence;
-    // n1: a (4), b (2); n2: c (2), d (2). n1 has room for one of c and d: c goes to n1
-    // (n1 full), d stays home on n2: one step.
-    let w = two_nodes().omenative("team", "d", &[("n2", 2)]);
-    w.with_ctx(V1, |ctx| {
-        let d = decide_with(ctx);
-        let s = sequence(ctx, &d.pools[0]);
-        assert_eq!(s.steps.len(), 1, "{s:#?}");
-        let step = &s.steps[0];
-        assert_eq!(
-            (step.from.clone(), step.to.clone()),
-            (vec!["n2".to_string()], vec!["n1".to_string()])
-        );
-        // Free n1 0, n2 6: slots 6, 3, 1, 0 of 6 free.
-        assert_close("after", step.fragmentation_after, d.pools[0].best);
-        assert!(s.blocked.is_empty());
-    });
-    // Without movable Instances there is nothing to sequence.
-    let d = two_nodes().decide("");
-    assert!(d.pools[0].repack_moves.is_empty());
-}
-
-#[test]
 fn recording_keeps_other_keys_and_carries_episode_stamps() {
     use alfred::decision::NodeRecord;
     use alfred::decision::record::{carry_episode, updated_data};

@@ -73,6 +73,37 @@ impl ConsolidationPlan {
     }
 }
 
+/// A fast hasher for the planner's small integer keys (the default one hashes for safety
+/// against chosen keys, which these are not, and costs a tenth of a plan).
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+
+    fn write_i64(&mut self, i: i64) {
+        self.write_u64(i as u64);
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+
 /// A pending pod as the planner sees it.
 struct Need {
     gpus: i64,
@@ -86,6 +117,10 @@ struct Movable {
     pods: Vec<(usize, i64)>,
     pool: String,
 }
+
+/// Nodes a chained move looks at for room to make, most room first: a bound on the work a
+/// move that finds no room costs on a large cluster.
+const CHAIN_SCAN: usize = 64;
 
 struct Planner<'a, 'c, 's> {
     ctx: &'a Context<'c, 's>,
@@ -109,6 +144,16 @@ struct Planner<'a, 'c, 's> {
     moved: Vec<bool>,
     /// Per pool: (unreserved room, node) of the target nodes, for best fit.
     room: HashMap<String, BTreeSet<(i64, usize)>>,
+    /// Per node, while nothing on it changes: each prefix of its eviction order.
+    candidates: Vec<Option<Vec<Prefix>>>,
+    /// Per node: bumped whenever it changes, so older bounds of it are dropped.
+    version: Vec<u32>,
+    /// Candidate actions by their bound, kept across rounds; bounds are checked when taken.
+    bounds: std::collections::BinaryHeap<Bound>,
+    /// Nodes whose candidates are to be worked out (again).
+    dirty: Vec<usize>,
+    /// Per pool: the most room one node had when the candidates were worked out.
+    largest_room: HashMap<String, i64>,
 }
 
 /// The plan, within `max_moves` if given. `movable[i]`: Instance i passes defragmentation
@@ -124,8 +169,8 @@ pub fn plan(
     let mut curve = vec![p.point(0)];
     let mut steps = Vec::new();
     let budget = max_moves.unwrap_or(usize::MAX);
-    while let Some((node, chosen)) = p.best_action(budget - steps.len()) {
-        steps.extend(p.apply(node, &chosen));
+    while let Some(trial) = p.best_action(budget - steps.len()) {
+        steps.extend(p.apply(trial));
         curve.push(p.point(steps.len()));
     }
     ConsolidationPlan {
@@ -232,6 +277,14 @@ impl<'a, 'c, 's> Planner<'a, 'c, 's> {
                 pool,
             });
         }
+        // Each node's movables in eviction order: largest share of the node first.
+        for (n, list) in on_node.iter_mut().enumerate() {
+            let gpus = |m: usize| -> i64 {
+                let pods: &Vec<(usize, i64)> = &movables[m].pods;
+                pods.iter().filter(|p| p.0 == n).map(|p| p.1).sum()
+            };
+            list.sort_by_key(|&m| (std::cmp::Reverse(gpus(m)), m));
+        }
         let mut planner = Planner {
             ctx,
             free: cluster.nodes.iter().map(|n| n.gpu_free).collect(),
@@ -247,6 +300,11 @@ impl<'a, 'c, 's> Planner<'a, 'c, 's> {
             movables,
             on_node,
             room: HashMap::new(),
+            candidates: vec![None; cluster.nodes.len()],
+            version: vec![0; cluster.nodes.len()],
+            bounds: std::collections::BinaryHeap::new(),
+            dirty: (0..cluster.nodes.len()).collect(),
+            largest_room: HashMap::new(),
         };
         for n in 0..cluster.nodes.len() {
             planner.index_room(n, true);
@@ -256,6 +314,23 @@ impl<'a, 'c, 's> Planner<'a, 'c, 's> {
 
     fn spare(&self, n: usize) -> i64 {
         self.free[n] - self.reserved[n]
+    }
+
+    /// Changes a node's free and reserved GPUs, keeping the room index and the node's cached
+    /// candidates current.
+    fn change(&mut self, n: usize, free: i64, reserved: i64) {
+        self.index_room(n, false);
+        self.free[n] += free;
+        self.reserved[n] += reserved;
+        self.index_room(n, true);
+        self.invalidate(n);
+    }
+
+    fn invalidate(&mut self, n: usize) {
+        if self.candidates[n].take().is_some() {
+            self.dirty.push(n);
+        }
+        self.version[n] = self.version[n].wrapping_add(1);
     }
 
     /// Adds or removes a target node in its pool's room index.
@@ -296,9 +371,7 @@ impl<'a, 'c, 's> Planner<'a, 'c, 's> {
                 .filter(|&n| allowed[n] && self.spare(n) >= gpus)
                 .min_by_key(|&n| (self.spare(n), n));
             if let Some(n) = best {
-                self.index_room(n, false);
-                self.reserved[n] += gpus;
-                self.index_room(n, true);
+                self.change(n, 0, gpus);
                 self.placed[k] = true;
             }
         }
@@ -332,113 +405,330 @@ impl<'a, 'c, 's> Planner<'a, 'c, 's> {
         gained
     }
 
-    /// The action with the most pending GPUs made placeable per move, within `budget` moves:
-    /// a node and the movables to take off it (largest first).
-    fn best_action(&self, budget: usize) -> Option<(usize, Vec<usize>)> {
+    /// A movable's GPUs on one node.
+    fn gpus_on(&self, m: usize, n: usize) -> i64 {
+        self.movables[m]
+            .pods
+            .iter()
+            .filter(|p| p.0 == n)
+            .map(|p| p.1)
+            .sum()
+    }
+
+    /// The action with the most pending GPUs made placeable per move, within `budget` moves.
+    /// Every prefix (largest first) of each node's movables is a candidate, bounded by the
+    /// GPUs it seats per Instance taken off; candidates are tried in bound order, each with
+    /// the moves that make room for it, until no bound can beat the best found.
+    fn best_action(&mut self, budget: usize) -> Option<Trial> {
         if budget == 0 || self.placed.iter().all(|&p| p) {
             return None;
         }
-        let nodes = &self.ctx.cluster.nodes;
-        let mut cache: HashMap<(usize, i64), i64> = HashMap::new();
-        // (GPUs per move, GPUs, fewer moves, node name) decides; the first best wins.
-        let mut best: Option<(f64, i64, usize, usize, Vec<usize>)> = None;
-        let mut candidates: Vec<usize> = Vec::new();
-        for n in 0..nodes.len() {
-            if !self.host[n] || self.signatures[self.signature[n]].is_empty() {
+        // A pod larger than the most room any node of its pool has needs a move first.
+        self.largest_room = self
+            .room
+            .iter()
+            .map(|(pool, set)| (pool.clone(), set.last().map_or(0, |r| r.0)))
+            .collect();
+        let mut cache: FxMap<(usize, i64), i64> = FxMap::default();
+        for n in std::mem::take(&mut self.dirty) {
+            if self.candidates[n].is_some()
+                || !self.host[n]
+                || self.signatures[self.signature[n]].is_empty()
+            {
                 continue;
             }
-            candidates.clear();
-            candidates.extend(self.on_node[n].iter().copied().filter(|&m| !self.moved[m]));
-            if candidates.is_empty() {
+            let candidates = self.node_candidates(n);
+            for (k, prefix) in candidates.iter().enumerate() {
+                let least = self.least_moves(prefix);
+                let gained = self.gained(&mut cache, n, prefix.room);
+                if gained > 0 {
+                    self.bounds.push(Bound {
+                        ratio: gained as f64 / least as f64,
+                        gained,
+                        node: n,
+                        prefix: k + 1,
+                        version: self.version[n],
+                    });
+                }
+            }
+            self.candidates[n] = Some(candidates);
+        }
+        // Take candidates best bound first, checking each bound against the pending pods
+        // still waiting, until none can beat the best action found.
+        let mut best: Option<(f64, i64, Trial)> = None;
+        let mut tried: Vec<Bound> = Vec::new();
+        while let Some(c) = self.bounds.pop() {
+            if best.as_ref().is_some_and(|b| c.ratio < b.0) {
+                self.bounds.push(c);
+                break;
+            }
+            if c.version != self.version[c.node] {
                 continue;
             }
-            let gpus_here = |m: &usize| -> i64 {
-                self.movables[*m]
-                    .pods
-                    .iter()
-                    .filter(|p| p.0 == n)
-                    .map(|p| p.1)
-                    .sum()
+            let Some(prefix) = self.candidates[c.node]
+                .as_ref()
+                .and_then(|list| list.get(c.prefix - 1))
+            else {
+                continue;
             };
-            candidates.sort_by_key(|m| (std::cmp::Reverse(gpus_here(m)), *m));
-            let mut room = self.spare(n);
-            for (k, m) in candidates.iter().enumerate().take(budget) {
-                room += gpus_here(m);
-                let gained = *cache
-                    .entry((self.signature[n], room))
-                    .or_insert_with(|| self.benefit(self.signature[n], room));
-                if gained <= 0 {
-                    continue;
-                }
-                let moves = k + 1;
-                let ratio = gained as f64 / moves as f64;
-                let better = best.as_ref().is_none_or(|b| {
-                    (ratio, gained, std::cmp::Reverse(moves)) > (b.0, b.1, std::cmp::Reverse(b.2))
-                });
-                if better && self.targets(&candidates[..moves]).is_some() {
-                    best = Some((ratio, gained, moves, n, candidates[..moves].to_vec()));
-                }
+            let (room, least) = (prefix.room, self.least_moves(prefix));
+            if least > budget {
+                continue;
+            }
+            let gained = self.gained(&mut cache, c.node, room);
+            if gained <= 0 {
+                continue;
+            }
+            let ratio = gained as f64 / least as f64;
+            if ratio < c.ratio {
+                self.bounds.push(Bound { ratio, gained, ..c });
+                continue;
+            }
+            let order = self.eviction_order(c.node);
+            let trial = self.trial(c.node, &order[..c.prefix]);
+            tried.push(c);
+            let Some(trial) = trial.filter(|t| t.moves.len() <= budget) else {
+                continue;
+            };
+            let ratio = gained as f64 / trial.moves.len() as f64;
+            let better = best.as_ref().is_none_or(|b| {
+                (ratio, gained, std::cmp::Reverse(trial.moves.len()))
+                    > (b.0, b.1, std::cmp::Reverse(b.2.moves.len()))
+            });
+            if better {
+                best = Some((ratio, gained, trial));
             }
         }
-        best.map(|b| (b.3, b.4))
+        // Candidates tried and not taken stay candidates (those of changed nodes drop out).
+        self.bounds.extend(tried);
+        best.map(|b| b.2)
     }
 
-    /// Targets for the movables' pods, best fit on unreserved room in their pool, away from
-    /// every node they leave; None when one finds no room.
-    fn targets(&self, chosen: &[usize]) -> Option<Vec<Vec<usize>>> {
-        let mut taken: HashMap<usize, i64> = HashMap::new();
-        let leaving: BTreeSet<usize> = chosen
+    /// Pending GPUs a node's room would seat now, memoized for the round.
+    fn gained(&self, cache: &mut FxMap<(usize, i64), i64>, n: usize, room: i64) -> i64 {
+        let sig = self.signature[n];
+        *cache
+            .entry((sig, room))
+            .or_insert_with(|| self.benefit(sig, room))
+    }
+
+    /// The prefixes of a node's eviction order: the room each leaves and what it moves.
+    fn node_candidates(&self, n: usize) -> Vec<Prefix> {
+        let mut room = self.spare(n);
+        let mut pods: Vec<(String, i64)> = Vec::new();
+        self.eviction_order(n)
+            .into_iter()
+            .enumerate()
+            .map(|(k, m)| {
+                room += self.gpus_on(m, n);
+                let movable = &self.movables[m];
+                pods.extend(movable.pods.iter().map(|p| (movable.pool.clone(), p.1)));
+                Prefix {
+                    room,
+                    moves: k + 1,
+                    pods: pods.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// The fewest moves a prefix can take: one a movable, one more for each pod larger than
+    /// any room in its pool.
+    fn least_moves(&self, prefix: &Prefix) -> usize {
+        prefix.moves
+            + prefix
+                .pods
+                .iter()
+                .filter(|(pool, gpus)| *gpus > self.largest_room.get(pool).copied().unwrap_or(0))
+                .count()
+    }
+
+    /// A node's movables not yet moved, largest share of the node first.
+    fn eviction_order(&self, n: usize) -> Vec<usize> {
+        self.on_node[n]
             .iter()
-            .flat_map(|&m| self.movables[m].pods.iter().map(|p| p.0))
-            .collect();
-        let mut out = Vec::new();
+            .copied()
+            .filter(|&m| !self.moved[m])
+            .collect()
+    }
+
+    /// The moves that take `chosen` off `node`: each pod onto unreserved room in its pool
+    /// (best fit), or where none is, onto a node whose room one or more moves of smaller
+    /// Instances make first. None when some pod finds no room.
+    fn trial(&self, node: usize, chosen: &[usize]) -> Option<Trial> {
+        let mut trial = Trial {
+            node,
+            delta: FxMap::default(),
+            taken: chosen.to_vec(),
+            leaving: chosen
+                .iter()
+                .flat_map(|&m| self.movables[m].pods.iter().map(|p| p.0))
+                .collect(),
+            moves: Vec::new(),
+        };
         for &m in chosen {
-            let movable = &self.movables[m];
-            let component = self.ctx.cluster.instances[movable.instance].component;
-            let room = self.room.get(&movable.pool)?;
-            let mut targets = Vec::new();
-            // Largest pod first.
-            let mut pods = movable.pods.clone();
+            let mut pods = self.movables[m].pods.clone();
             pods.sort_by_key(|p| std::cmp::Reverse(p.1));
-            for (_, gpus) in pods {
-                let to = room.range((gpus, 0)..).map(|&(_, n)| n).find(|&n| {
-                    !leaving.contains(&n)
-                        && self.spare(n) - taken.get(&n).copied().unwrap_or(0) >= gpus
-                        && self.ctx.model_allows(component, n)
-                })?;
-                *taken.entry(to).or_default() += gpus;
+            let mut targets = Vec::new();
+            for &(_, gpus) in &pods {
+                let to = match self.direct(&trial, &[], m, gpus, None) {
+                    Some(to) => to,
+                    None => self.chained(&mut trial, m, gpus)?,
+                };
+                *trial.delta.entry(to).or_default() -= gpus;
                 targets.push(to);
             }
-            out.push(targets);
+            trial.moves.push((m, targets));
         }
-        Some(out)
+        Some(trial)
     }
 
-    /// Carries out an action: the moves in order, then the pending pods the freed room seats.
-    fn apply(&mut self, node: usize, chosen: &[usize]) -> Vec<PlanStep> {
-        let targets = self
-            .targets(chosen)
-            .expect("an action is chosen only with its targets");
+    fn spare_in(&self, trial: &Trial, n: usize) -> i64 {
+        self.spare(n) + trial.delta.get(&n).copied().unwrap_or(0)
+    }
+
+    /// The target with the least room that fits `gpus` of movable `m` (best fit), away from
+    /// the nodes the action leaves and from `avoid`, with `extra` room changes on top of the
+    /// trial's (moves being worked out).
+    fn direct(
+        &self,
+        trial: &Trial,
+        extra: &[(usize, i64)],
+        m: usize,
+        gpus: i64,
+        avoid: Option<usize>,
+    ) -> Option<usize> {
+        let movable = &self.movables[m];
+        let component = self.ctx.cluster.instances[movable.instance].component;
+        let changed_by = |n: usize| extra.iter().filter(|e| e.0 == n).map(|e| e.1).sum::<i64>();
+        let room = |n: usize| self.spare_in(trial, n) + changed_by(n);
+        let usable = |n: usize| {
+            !trial.leaving.contains(&n)
+                && Some(n) != avoid
+                && room(n) >= gpus
+                && self.ctx.model_allows(component, n)
+        };
+        // Nodes this action already changed are not where the index says.
+        let changed = trial
+            .delta
+            .keys()
+            .copied()
+            .chain(extra.iter().map(|e| e.0))
+            .filter(|&n| {
+                self.target[n] && self.ctx.cluster.nodes[n].pool.as_ref() == Some(&movable.pool)
+            })
+            .filter(|&n| usable(n))
+            .min_by_key(|&n| (room(n), n));
+        let indexed = self
+            .room
+            .get(&movable.pool)?
+            .range((gpus, 0)..)
+            .map(|&(_, n)| n)
+            .find(|&n| {
+                !trial.delta.contains_key(&n) && !extra.iter().any(|e| e.0 == n) && usable(n)
+            });
+        match (changed, indexed) {
+            (Some(a), Some(b)) => Some(if (room(a), a) <= (room(b), b) { a } else { b }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Room for `gpus` of movable `m` made on another node of its pool by moving some of that
+    /// node's smaller Instances (largest first) onto room that exists: the node needing the
+    /// fewest such moves. The moves are added to the trial before the one they make room for.
+    fn chained(&self, trial: &mut Trial, m: usize, gpus: i64) -> Option<usize> {
+        let movable = &self.movables[m];
+        let component = self.ctx.cluster.instances[movable.instance].component;
+        // (moves, node, the (movable, target) moves that make the room)
+        let mut best: Option<(usize, usize, Chain)> = None;
+        // Nodes with the most room short of `gpus` first: they need the fewest moves.
+        let room_index = self.room.get(&movable.pool)?;
+        let nodes = room_index
+            .range(..(gpus, 0))
+            .rev()
+            .map(|&(_, n)| n)
+            .filter(|n| !trial.delta.contains_key(n))
+            .take(CHAIN_SCAN);
+        let changed: Vec<usize> = trial
+            .delta
+            .keys()
+            .copied()
+            .filter(|&n| self.target[n])
+            .filter(|&n| self.ctx.cluster.nodes[n].pool.as_ref() == Some(&movable.pool))
+            .collect();
+        for n in changed.into_iter().chain(nodes) {
+            if best.as_ref().is_some_and(|b| b.0 <= 1) {
+                break;
+            }
+            if trial.leaving.contains(&n) || !self.ctx.model_allows(component, n) {
+                continue;
+            }
+            let mut room = self.spare_in(trial, n);
+            if room >= gpus {
+                continue;
+            }
+            let smaller: Vec<usize> = self.on_node[n]
+                .iter()
+                .copied()
+                .filter(|&x| !self.moved[x] && !trial.taken.contains(&x))
+                .filter(|&x| {
+                    let pods = &self.movables[x].pods;
+                    pods.len() == 1 && pods[0].1 < gpus
+                })
+                .collect();
+            if room + smaller.iter().map(|&x| self.gpus_on(x, n)).sum::<i64>() < gpus {
+                continue;
+            }
+            // Move the largest smaller ones out until the room fits.
+            let mut plan: Chain = Vec::new();
+            let mut extra: Vec<(usize, i64)> = Vec::new();
+            for &x in &smaller {
+                if room >= gpus || best.as_ref().is_some_and(|b| plan.len() + 1 >= b.0) {
+                    break;
+                }
+                let g = self.gpus_on(x, n);
+                let Some(to) = self.direct(trial, &extra, x, g, Some(n)) else {
+                    continue;
+                };
+                extra.push((to, -g));
+                plan.push((x, to));
+                room += g;
+            }
+            if room >= gpus && best.as_ref().is_none_or(|b| plan.len() < b.0) {
+                best = Some((plan.len(), n, plan));
+            }
+        }
+        let (_, n, plan) = best?;
+        for (x, to) in plan {
+            let g = self.gpus_on(x, n);
+            *trial.delta.entry(to).or_default() -= g;
+            *trial.delta.entry(n).or_default() += g;
+            trial.taken.push(x);
+            trial.moves.push((x, vec![to]));
+        }
+        Some(n)
+    }
+
+    /// Carries out a trial: its moves in order, then the pending pods the freed room seats.
+    fn apply(&mut self, trial: Trial) -> Vec<PlanStep> {
         let cluster = self.ctx.cluster;
         let mut steps = Vec::new();
         let mut freed: BTreeSet<usize> = BTreeSet::new();
-        for (&m, to) in chosen.iter().zip(targets) {
+        for (m, to) in trial.moves {
             let mut pods = self.movables[m].pods.clone();
             pods.sort_by_key(|p| std::cmp::Reverse(p.1));
             for (&(_, gpus), &t) in pods.iter().zip(&to) {
-                self.index_room(t, false);
-                self.free[t] -= gpus;
-                self.index_room(t, true);
+                self.change(t, -gpus, 0);
             }
             // The old pods go once the new ones run.
             for &(from, gpus) in &pods {
-                self.index_room(from, false);
-                self.free[from] = (self.free[from] + gpus).min(cluster.nodes[from].gpu_total);
-                self.index_room(from, true);
+                let back = gpus.min(cluster.nodes[from].gpu_total - self.free[from]);
+                self.change(from, back, 0);
                 freed.insert(from);
             }
             self.moved[m] = true;
-            let inst = &cluster.instances[self.movables[m].instance];
+            let instance = self.movables[m].instance;
+            let inst = &cluster.instances[instance];
             let names = |nodes: &mut dyn Iterator<Item = usize>| {
                 let mut names: Vec<String> =
                     nodes.map(|n| cluster.nodes[n].name.to_string()).collect();
@@ -446,17 +736,91 @@ impl<'a, 'c, 's> Planner<'a, 'c, 's> {
                 names
             };
             steps.push(PlanStep {
-                workload: self.ctx.workload_key(self.movables[m].instance).to_string(),
+                workload: self.ctx.workload_key(instance).to_string(),
                 component: cluster.components[inst.component].kind,
                 instance: inst.index,
                 gpus: pods.iter().map(|p| p.1).sum(),
                 from: names(&mut pods.iter().map(|p| p.0)),
                 to: names(&mut to.iter().copied()),
-                frees: cluster.nodes[node].name.to_string(),
+                frees: cluster.nodes[trial.node].name.to_string(),
             });
         }
         let freed: Vec<usize> = freed.into_iter().filter(|&n| self.host[n]).collect();
         self.place_unplaced(Some(&freed));
         steps
     }
+}
+
+/// Moves (movable, target) that make room on a node for a larger pod.
+type Chain = Vec<(usize, usize)>;
+
+/// The moves of one action, worked out before any is made.
+#[derive(Clone)]
+struct Trial {
+    /// The node whose room the action frees.
+    node: usize,
+    /// Room each node gains (or loses) by the moves so far.
+    delta: FxMap<usize, i64>,
+    /// Movables the action moves (a handful: a list is quicker than a set).
+    taken: Vec<usize>,
+    /// Nodes movables leave: no move lands there.
+    leaving: Vec<usize>,
+    /// (movable, the target of each of its pods, largest pod first), in the order to make them.
+    moves: Vec<(usize, Vec<usize>)>,
+}
+
+/// A candidate action's bound in the search: GPUs seated per move at best.
+#[derive(Clone, Copy)]
+struct Bound {
+    ratio: f64,
+    gained: i64,
+    node: usize,
+    prefix: usize,
+    /// The node's version when the bound was worked out.
+    version: u32,
+}
+
+impl Bound {
+    /// Higher ratio, more GPUs, shorter prefix, lower node index: first.
+    fn key(&self) -> (f64, i64, std::cmp::Reverse<usize>, std::cmp::Reverse<usize>) {
+        (
+            self.ratio,
+            self.gained,
+            std::cmp::Reverse(self.prefix),
+            std::cmp::Reverse(self.node),
+        )
+    }
+}
+
+impl PartialEq for Bound {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Bound {}
+
+impl PartialOrd for Bound {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Bound {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let (a, b) = (self.key(), other.key());
+        a.0.total_cmp(&b.0)
+            .then(a.1.cmp(&b.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    }
+}
+
+/// A prefix of a node's eviction order: the room it leaves, the movables it takes, and their
+/// pods' (pool, GPUs).
+#[derive(Clone)]
+struct Prefix {
+    room: i64,
+    moves: usize,
+    pods: Vec<(String, i64)>,
 }

@@ -13,7 +13,6 @@ mod joint;
 mod nodehealth;
 pub mod record;
 pub mod score;
-pub mod sequence;
 mod simulation;
 pub mod surge;
 

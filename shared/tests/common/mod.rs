@@ -13,7 +13,7 @@ pub const NOW: &str = "2026-09-28T10:15:00Z";
 pub const PRODUCT: &str = "H100";
 
 /// A small cluster written object by object.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct World {
     pub items: Vec<Value>,
     pub now: String,

@@ -1,0 +1,232 @@
+//! Fewest-move consolidation plans: the moves that make waiting GPU demand placeable, safe to
+//! stop after any step, never a move that helps nothing, and the best within a move budget.
+
+mod common;
+
+use alfred::decision::consolidate::{self, ConsolidationPlan};
+use common::World;
+use proptest::prelude::*;
+
+const V1: &str = "migration: {apiVersion: v1}\n";
+
+fn plan_of(w: &World, max_moves: Option<usize>) -> ConsolidationPlan {
+    w.with_ctx(V1, |ctx| {
+        let movable = alfred::decision::movable(ctx);
+        consolidate::plan(ctx, &movable, max_moves)
+    })
+}
+
+#[test]
+fn one_move_frees_the_node_an_eight_gpu_pod_waits_for() {
+    // a: one 1-GPU Instance (7 free); b: 6 of 8 used; c: 7 of 8 used. An 8-GPU pod waits.
+    let w = World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .node("c", 8)
+        .omenative("team", "small", &[("a", 1)])
+        .omenative("team", "mid", &[("b", 4), ("b", 2)])
+        .omenative("team", "full", &[("c", 4), ("c", 2), ("c", 1)])
+        .pending("team", "big-0", 8, 20, "big");
+    let plan = plan_of(&w, None);
+    assert_eq!(plan.steps.len(), 1, "{:?}", plan.steps);
+    let step = &plan.steps[0];
+    assert_eq!(
+        (
+            step.workload.as_str(),
+            step.from.clone(),
+            step.to.clone(),
+            step.frees.as_str()
+        ),
+        (
+            "team/small",
+            vec!["a".to_string()],
+            vec!["c".to_string()],
+            "a"
+        ),
+        "best fit: onto the fullest node with room"
+    );
+    assert_eq!(
+        (plan.before().pending_gpus, plan.after().pending_gpus),
+        (0, 8)
+    );
+    assert_eq!(plan.after().whole_free_nodes, 1);
+    assert_eq!(plan.curve.len(), 2);
+}
+
+#[test]
+fn nothing_waits_nothing_moves() {
+    let w = World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .omenative("team", "x", &[("a", 1), ("b", 1)]);
+    let plan = plan_of(&w, None);
+    assert!(plan.steps.is_empty());
+    assert_eq!(plan.pending_gpus_total, 0);
+    // A pod that fits now needs no move either.
+    let plan = plan_of(&w.pending("team", "p", 4, 5, "p"), None);
+    assert!(plan.steps.is_empty());
+    assert_eq!(plan.before().pending_gpus, 4);
+}
+
+#[test]
+fn a_pod_larger_than_any_room_moves_a_smaller_one_first() {
+    // An 8-GPU pod waits. Freeing a moves its 4-GPU Instance, and no node has 4 free: b's
+    // 2-GPU Instance moves onto another node's 2 free first, then the 4 fits on b.
+    let w = World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .node("c", 8)
+        .node("d", 8)
+        .omenative("team", "four", &[("a", 4)])
+        .omenative("team", "fill-a", &[("a", 2)])
+        .omenative("team", "two", &[("b", 2)])
+        .omenative("team", "pinned", &[("b", 4), ("c", 6), ("d", 6)])
+        .annotate("fill-a", "alfred.ome.io/movable", "false")
+        .annotate("pinned", "alfred.ome.io/movable", "false")
+        .pending("team", "big-0", 8, 20, "big");
+    // fill-a cannot move, so a cannot be emptied, and nothing else frees 8.
+    let plan = plan_of(&w, None);
+    assert!(plan.steps.is_empty(), "{:?}", plan.steps);
+    let plan = plan_of(&w.annotate("fill-a", "alfred.ome.io/movable", "true"), None);
+    let moved: Vec<(&str, &str)> = plan
+        .steps
+        .iter()
+        .map(|s| (s.workload.as_str(), s.to[0].as_str()))
+        .collect();
+    assert_eq!(plan.after().pending_gpus, 8, "{moved:?}");
+    assert_eq!(moved.len(), 3, "{moved:?}");
+    // The chained move comes before the move it makes room for.
+    let two = moved.iter().position(|m| m.0 == "team/two").unwrap();
+    let four = moved.iter().position(|m| m == &("team/four", "b")).unwrap();
+    assert!(two < four, "{moved:?}");
+}
+
+/// A random cluster: 3-6 nodes of 8 GPUs holding single-pod Instances of 1, 2 or 4 GPUs (some
+/// not movable), and 1-4 pending pods of 2, 4 or 8 GPUs.
+fn world() -> impl Strategy<Value = World> {
+    let instance = (
+        0..6usize,
+        prop::sample::select(vec![1i64, 2, 4]),
+        any::<bool>(),
+    );
+    (
+        3..7usize,
+        prop::collection::vec(instance, 1..24),
+        prop::collection::vec(prop::sample::select(vec![2i64, 4, 8]), 1..5),
+    )
+        .prop_map(|(nodes, instances, pending)| {
+            let mut w = World::new();
+            let mut used = vec![0i64; nodes];
+            for n in 0..nodes {
+                w = w.node(&format!("n{n}"), 8);
+            }
+            for (k, (node, gpus, movable)) in instances.into_iter().enumerate() {
+                let node = node % nodes;
+                if used[node] + gpus > 8 {
+                    continue;
+                }
+                used[node] += gpus;
+                let name = format!("w{k}");
+                w = w.omenative("team", &name, &[(&format!("n{node}"), gpus)]);
+                if !movable {
+                    w = w.annotate(&name, "alfred.ome.io/movable", "false");
+                }
+            }
+            for (k, gpus) in pending.into_iter().enumerate() {
+                w = w.pending("team", &format!("p{k}"), gpus, 10 + k as i64, "waiting");
+            }
+            w
+        })
+}
+
+/// Replays a plan on the nodes' free GPUs: every move's pods land where there is room beside
+/// everything running, on a node of the cluster other than the one they leave.
+fn replay_is_safe(w: &World, plan: &ConsolidationPlan) -> Result<(), TestCaseError> {
+    w.with_ctx(V1, |ctx| {
+        let cluster = ctx.cluster;
+        let mut free: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_free).collect();
+        for s in &plan.steps {
+            prop_assert_eq!(s.to.len(), 1, "single-pod Instances");
+            let to = cluster.node_index(&s.to[0]).unwrap();
+            let from = cluster.node_index(&s.from[0]).unwrap();
+            prop_assert_ne!(to, from);
+            prop_assert!(free[to] >= s.gpus, "step {:?} lands without room", s);
+            prop_assert!(cluster.nodes[to].is_bin(true));
+            free[to] -= s.gpus;
+            free[from] += s.gpus;
+        }
+        Ok(())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn every_prefix_is_safe_and_every_action_helps(w in world()) {
+        let plan = plan_of(&w, None);
+        replay_is_safe(&w, &plan)?;
+        // Each action (a point of the curve) makes more placeable than the one before.
+        for pair in plan.curve.windows(2) {
+            prop_assert!(pair[1].pending_gpus > pair[0].pending_gpus, "{:?}", plan.curve);
+            prop_assert!(pair[1].moves > pair[0].moves);
+        }
+        prop_assert_eq!(plan.curve.last().unwrap().moves, plan.steps.len());
+        // An Instance moves at most once, and only movable ones move.
+        let mut seen = std::collections::BTreeSet::new();
+        for s in &plan.steps {
+            prop_assert!(seen.insert((s.workload.clone(), s.instance)), "{:?}", s);
+        }
+        let movable = w.with_ctx(V1, alfred::decision::movable);
+        w.with_ctx(V1, |ctx| {
+            for s in &plan.steps {
+                let i = ctx.cluster.instance_of(&s.workload, s.component, s.instance).unwrap();
+                prop_assert!(movable[i], "{} is not movable", s.workload);
+            }
+            Ok(())
+        })?;
+        // The plan's end is what a fresh placement of the pending pods finds on its nodes.
+        prop_assert!(plan.after().pending_gpus <= plan.pending_gpus_total);
+    }
+
+    #[test]
+    fn a_move_budget_is_never_worse_than_the_full_plans_first_moves(w in world(), n in 0..6usize) {
+        let full = plan_of(&w, None);
+        let limited = plan_of(&w, Some(n));
+        prop_assert!(limited.steps.len() <= n);
+        replay_is_safe(&w, &limited)?;
+        // What the full plan has made placeable after its first n moves (whole actions only).
+        let prefix = full
+            .curve
+            .iter()
+            .filter(|p| p.moves <= n)
+            .map(|p| p.pending_gpus)
+            .max()
+            .unwrap_or(0);
+        prop_assert!(
+            limited.after().pending_gpus >= prefix,
+            "{} moves: {:?} against {:?}", n, limited.curve, full.curve
+        );
+    }
+}
+
+#[test]
+fn placeable_counts_largest_first_best_fit() {
+    let w = World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .omenative("team", "x", &[("a", 4), ("b", 6)])
+        .pending("team", "p4", 4, 5, "p")
+        .pending("team", "p2", 2, 5, "p")
+        .pending("team", "p3", 3, 5, "p");
+    w.with_ctx(V1, |ctx| {
+        let free: Vec<i64> = ctx.cluster.nodes.iter().map(|n| n.gpu_free).collect();
+        let p = consolidate::placeable(ctx, &free);
+        // a has 4 free, b 2: the 4 takes a, the 3 fits nowhere, the 2 takes b.
+        assert_eq!((p.pending_gpus, p.pending_pods), (6, 2));
+        assert_eq!(p.unplaced, vec![3]);
+        assert_eq!(p.whole_free_nodes, 0);
+        let p = consolidate::placeable(ctx, &[8, 8]);
+        assert_eq!((p.pending_gpus, p.whole_free_nodes), (9, 2));
+    });
+}
