@@ -443,6 +443,22 @@ fn positive_or_default(key: &str, value: Option<i64>, default: i64) -> Result<i6
     }
 }
 
+/// The longest window a minutes key may give: ten years. Longer is a typo, and past about
+/// 1.5e17 minutes a duration cannot even hold it.
+pub const MAX_MINUTES: i64 = 10 * 365 * 24 * 60;
+
+/// A minutes key: 0 (or absent) means the default, negatives fail, and so does a window over
+/// [`MAX_MINUTES`].
+fn minutes_or_default(key: &str, value: Option<i64>, default: i64) -> Result<i64, ConfigError> {
+    let minutes = positive_or_default(key, value, default)?;
+    if minutes > MAX_MINUTES {
+        return Err(invalid(format!(
+            "{key} must be at most {MAX_MINUTES} (ten years), got {minutes}"
+        )));
+    }
+    Ok(minutes)
+}
+
 /// A duration key where 0 (or absent) means the default and negatives fail.
 fn duration_or_default(
     key: &str,
@@ -554,17 +570,17 @@ impl RawConfig {
         let defragmentation =
             resolve_defragmentation(policies.defragmentation.unwrap_or_default(), &d)?;
         let node_health = resolve_node_health(policies.node_health.unwrap_or_default(), &d)?;
-        let recent_placement_cooldown_minutes = positive_or_default(
+        let recent_placement_cooldown_minutes = minutes_or_default(
             "recentPlacementCooldownMinutes",
             self.recent_placement_cooldown_minutes,
             d.recent_placement_cooldown_minutes,
         )?;
-        let per_workload_cooldown_minutes = positive_or_default(
+        let per_workload_cooldown_minutes = minutes_or_default(
             "perWorkloadCooldownMinutes",
             self.per_workload_cooldown_minutes,
             d.per_workload_cooldown_minutes,
         )?;
-        let per_node_cooldown_minutes = positive_or_default(
+        let per_node_cooldown_minutes = minutes_or_default(
             "perNodeCooldownMinutes",
             self.per_node_cooldown_minutes,
             d.per_node_cooldown_minutes,
@@ -588,7 +604,7 @@ impl RawConfig {
             self.max_migrations_per_hour,
             d.max_migrations_per_hour,
         )?;
-        let emergency_pending_age_minutes = positive_or_default(
+        let emergency_pending_age_minutes = minutes_or_default(
             "emergencyPendingAgeMinutes",
             self.emergency_pending_age_minutes,
             d.emergency_pending_age_minutes,
@@ -709,7 +725,7 @@ fn resolve_defragmentation(
         Some(m) if m.is_empty() => default_size_prior(),
         Some(m) => resolve_size_prior(m, &size_ladder)?,
     };
-    let pending_urgency_tau_minutes = positive_or_default(
+    let pending_urgency_tau_minutes = minutes_or_default(
         &format!("{P}.scoring.pendingUrgencyTauMinutes"),
         scoring.pending_urgency_tau_minutes,
         d.defragmentation.pending_urgency_tau_minutes,
@@ -782,12 +798,12 @@ fn resolve_node_health(raw: RawNodeHealth, d: &Config) -> Result<NodeHealth, Con
             l
         }
     };
-    let health_cooldown_floor_minutes = positive_or_default(
+    let health_cooldown_floor_minutes = minutes_or_default(
         &format!("{P}.healthCooldownFloorMinutes"),
         raw.health_cooldown_floor_minutes,
         d.node_health.health_cooldown_floor_minutes,
     )?;
-    let node_suspicion_window_minutes = positive_or_default(
+    let node_suspicion_window_minutes = minutes_or_default(
         &format!("{P}.nodeSuspicionWindowMinutes"),
         raw.node_suspicion_window_minutes,
         d.node_health.node_suspicion_window_minutes,

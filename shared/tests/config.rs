@@ -459,3 +459,28 @@ proptest::proptest! {
         let _ = Config::parse(&text);
     }
 }
+
+/// A minutes key beyond what a window can mean is refused where the config is read, before
+/// any command converts it to a duration (it used to pass and then panic).
+#[test]
+fn minute_keys_are_bounded() {
+    for key in [
+        "recentPlacementCooldownMinutes: 9223372036854775807",
+        "perWorkloadCooldownMinutes: 9223372036854775807",
+        "perNodeCooldownMinutes: 5256001",
+        "emergencyPendingAgeMinutes: 9223372036854775807",
+        "policies: {nodeHealth: {nodeSuspicionWindowMinutes: 9223372036854775807}}",
+        "policies: {nodeHealth: {healthCooldownFloorMinutes: 9223372036854775807}}",
+        "policies: {defragmentation: {scoring: {pendingUrgencyTauMinutes: 9223372036854775807}}}",
+    ] {
+        let e = alfred::config::Config::parse(&format!("schemaVersion: 1\n{key}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("must be at most 5256000 (ten years)"),
+            "{key}: {e}"
+        );
+    }
+    let c = alfred::config::Config::parse("schemaVersion: 1\nperNodeCooldownMinutes: 5256000\n");
+    assert_eq!(c.unwrap().per_node_cooldown_minutes, 5_256_000);
+}

@@ -37,7 +37,7 @@ struct Args {
     #[arg(long, default_value = "/tls/tls.key")]
     tls_key: PathBuf,
     /// How often to look for a rotated certificate.
-    #[arg(long, default_value = "10s", value_parser = go_duration)]
+    #[arg(long, default_value = "10s", value_parser = positive_duration)]
     tls_reload_interval: Duration,
     /// OME's operator defaults from a ConfigMap manifest file instead of the cluster.
     #[arg(long, conflicts_with = "operator_config_map")]
@@ -46,7 +46,7 @@ struct Args {
     #[arg(long, default_value = "ome/inferenceservice-config")]
     operator_config_map: String,
     /// How often to re-read the operator defaults.
-    #[arg(long, default_value = "30s", value_parser = go_duration)]
+    #[arg(long, default_value = "30s", value_parser = positive_duration)]
     defaults_refresh_interval: Duration,
     /// Also fill update-strategy defaults into InferenceServices (off: GitOps tools would
     /// report the written defaults as drift).
@@ -57,7 +57,7 @@ struct Args {
     runtime_cache_ttl: Duration,
     /// Time allowed for one API read during a review (the API server's own webhook timeout
     /// must be longer).
-    #[arg(long, default_value = "2s", value_parser = go_duration)]
+    #[arg(long, default_value = "2s", value_parser = positive_duration)]
     api_timeout: Duration,
     /// Run without a cluster: no runtime lookups (runtimes count as absent) and defaults
     /// from --operator-defaults or none. For benchmarks and local tests.
@@ -87,6 +87,17 @@ enum LogFormat {
 fn go_duration(text: &str) -> Result<Duration, String> {
     let d = alfred::duration::parse_go_duration(text)?;
     Duration::try_from(d).map_err(|_| format!("{text:?} is negative; give a duration of 0 or more"))
+}
+
+/// An interval or timeout: 0 would spin a background task or fail every read.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let d = go_duration(text)?;
+    if d.is_zero() {
+        return Err(format!(
+            "{text:?} is zero; give a duration above 0 such as 10s"
+        ));
+    }
+    Ok(d)
 }
 
 fn main() -> Result<()> {

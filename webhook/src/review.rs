@@ -302,12 +302,18 @@ fn respond<'p>(parsed: &'p Parsed, hook: Hook, ctx: &Context<'_>, found: Found) 
     let request = &parsed.request;
     let response = Response::allow(&request.uid);
     // DELETE and CONNECT carry no object to check.
-    if request.object.is_none()
-        || matches!(request.operation, Operation::Delete | Operation::Connect)
-    {
+    if matches!(request.operation, Operation::Delete | Operation::Connect) {
         return response;
     }
     let (group, kind) = (request.kind.group.as_str(), request.kind.kind.as_str());
+    // The API server always sends the object of a create or update: a review without one is
+    // malformed, and allowing it would let anything through unchecked.
+    if request.object.is_none() {
+        return response.deny(format!(
+            "the {} review of {kind} carries no object (request.object is missing or null); a create or update is always sent with its object, so this review is refused as malformed",
+            parsed.operation()
+        ));
+    }
     if group != "ome.io" {
         return response.deny(unsupported(group, kind));
     }

@@ -474,3 +474,40 @@ fn any_reference_kind_reads_and_reviews_alike() {
     assert_eq!(answer(&body), plain);
     assert!(plain.get("patch").is_some(), "{plain}");
 }
+
+/// A create or update without its object is malformed: refused by both hooks, never allowed
+/// unchecked (the API server always sends the object).
+#[test]
+fn a_create_or_update_without_its_object_is_refused() {
+    let path = format!(
+        "{}/tests/fixtures/isvc-create-zero-budget.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let chart = OperatorDefaults::chart();
+    let ctx = Context {
+        defaults: Some(&chart),
+        default_inference_services: true,
+    };
+    for operation in ["CREATE", "UPDATE"] {
+        for object in [Some(Value::Null), None] {
+            let mut body: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            body["request"]["operation"] = json!(operation);
+            match &object {
+                Some(v) => body["request"]["object"] = v.clone(),
+                None => {
+                    body["request"].as_object_mut().unwrap().remove("object");
+                }
+            }
+            for hook in [Hook::Validate, Hook::Mutate] {
+                let out = review(&serde_json::to_vec(&body).unwrap(), hook, &ctx, |_| {
+                    Ok(None)
+                })
+                .expect("a readable review");
+                assert_eq!(out.outcome, Outcome::Denied, "{operation} {object:?}");
+                let answer: Value = serde_json::from_slice(&out.body).unwrap();
+                let message = answer["response"]["status"]["message"].as_str().unwrap();
+                assert!(message.contains("carries no object"), "{message}");
+            }
+        }
+    }
+}
