@@ -427,6 +427,14 @@ solver: {timeLimitSeconds: 10, maxMoves: 100000, seed: 1}
                 "solver.timeLimitSeconds must be above 0",
             ),
             (
+                "assignment: {h: [a]}\nsolver: {timeLimitSeconds: 1e19}\n",
+                "solver.timeLimitSeconds must be above 0 and at most 86400 (a day), got 10000000000000000000",
+            ),
+            (
+                "assignment: {h: [a]}\nsolver: {timeLimitSeconds: 1e300}\n",
+                "at most 86400 (a day)",
+            ),
+            (
                 "assignment: {h: [a]}\nsolver: {seeds: 1}\n",
                 "unknown field `seeds`",
             ),

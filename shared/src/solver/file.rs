@@ -20,6 +20,10 @@
 
 use std::collections::BTreeMap;
 
+/// The longest a solve may be given: a day. A limit past what a clock can add is refused
+/// here rather than overflowing where the deadline is set.
+pub const MAX_TIME_LIMIT_SECONDS: f64 = 86_400.0;
+
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -203,10 +207,10 @@ impl ProblemDocument {
         let s = &file.solver;
         if let Some(t) = s
             .time_limit_seconds
-            .filter(|t| !(*t > 0.0 && t.is_finite()))
+            .filter(|t| !(*t > 0.0 && *t <= MAX_TIME_LIMIT_SECONDS))
         {
             return Err(invalid(format!(
-                "solver.timeLimitSeconds must be above 0, got {t}"
+                "solver.timeLimitSeconds must be above 0 and at most {MAX_TIME_LIMIT_SECONDS} (a day), got {t}"
             )));
         }
         let defaults = Options::default();
