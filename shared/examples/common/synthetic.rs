@@ -88,7 +88,7 @@ pub fn generate(nodes: usize, pods: usize, pending_count: usize) -> String {
             "apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
             "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-isvc-{s}"), "generation": 3,
                          "annotations": {"alfred.ome.io/movable": "true"}},
-            "spec": {"deploymentMode": "OMENative", "model": {"name": "llama-3-1-70b-instruct"},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "llama-3-1-70b-instruct", "kind": "ClusterBaseModel"},
                      "runtime": {"name": "srt-sglang", "kind": "ClusterServingRuntime"},
                      "engine": {"minReplicas": 4, "maxReplicas": 4}}
         }));

@@ -79,7 +79,7 @@ impl World {
             json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
             "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}"),
                 "resourceVersion": "1", "generation": 1},
-            "spec": {"deploymentMode": "OMENative", "model": {"name": "m"},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "m", "kind": "ClusterBaseModel"},
                      "engine": {"minReplicas": n, "maxReplicas": n}}}),
         );
         let mut rows = Vec::new();
