@@ -87,10 +87,10 @@ enum Planned {
 
 fn planned_change(p: &PlanArgs, snapshot: &Snapshot) -> Result<Planned> {
     if let Some(image) = &p.image {
-        if !image.contains('=') {
+        let Some((container, _)) = image.split_once('=') else {
             bail!("--image {image:?}: give CONTAINER=IMAGE");
-        }
-        return Ok(Planned::Change(Change::ImagesOnly));
+        };
+        return image_change(p, snapshot, container).map(Planned::Change);
     }
     let Some(path) = &p.change else {
         return Ok(Planned::CurrentRollout);
@@ -120,6 +120,49 @@ fn planned_change(p: &PlanArgs, snapshot: &Snapshot) -> Result<Planned> {
         bail!("{namespace}/{name} has no {kind} component in both the cluster and {path}");
     };
     Ok(classify_change(old, new).map_or(Planned::NoTemplateChange, Planned::Change))
+}
+
+/// What a new image for `container` changes, judged from the component's running pods: an
+/// app container's image is an images-only change, an init container's is not (OME recreates
+/// then), and a name no pod has is an error listing the real ones.
+fn image_change(p: &PlanArgs, snapshot: &Snapshot, container: &str) -> Result<Change> {
+    let kind = component(&p.target.component)?;
+    let (namespace, name) = p
+        .target
+        .workload
+        .split_once('/')
+        .context("give the InferenceService as NAMESPACE/NAME")?;
+    let pods: Vec<_> = snapshot
+        .pods
+        .iter()
+        .filter(|pod| {
+            pod.metadata.namespace == namespace
+                && pod.metadata.label(alfred::api::keys::LABEL_ISVC) == Some(name)
+                && pod.metadata.label(alfred::api::keys::LABEL_COMPONENT) == Some(kind.as_str())
+        })
+        .collect();
+    // Without pods to look at, trust the name given.
+    if pods.is_empty() {
+        return Ok(Change::ImagesOnly);
+    }
+    let named = |list: &[alfred::api::core::Container]| list.iter().any(|c| c.name == container);
+    if pods.iter().any(|pod| named(&pod.spec.containers)) {
+        return Ok(Change::ImagesOnly);
+    }
+    if pods.iter().any(|pod| named(&pod.spec.init_containers)) {
+        return Ok(Change::Other);
+    }
+    let mut names: Vec<&str> = pods
+        .iter()
+        .flat_map(|pod| pod.spec.containers.iter().chain(&pod.spec.init_containers))
+        .map(|c| c.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    bail!(
+        "--image {container}=...: the {kind} pods of {namespace}/{name} have no container {container:?}; their containers are: {}",
+        names.join(", ")
+    )
 }
 
 fn budget_text(b: &Option<Sourced<IntOrString>>) -> String {

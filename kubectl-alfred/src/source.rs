@@ -6,7 +6,7 @@ use std::io::Read;
 use alfred::cluster::Cluster;
 use alfred::config::{CONFIG_MAP_KEY, CONFIG_MAP_NAME, Config};
 use alfred::snapshot::Snapshot;
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::GlobalArgs;
@@ -79,6 +79,13 @@ pub fn read_file(path: &str) -> Result<Snapshot> {
     let snapshot = Snapshot::parse(&text).map_err(|e| {
         anyhow!("{name}: {e}\nfix or remove that object; the file must be `kubectl get -o yaml|json` output")
     })?;
+    // An empty file (or stdin closed early) is not an empty cluster: saying "nothing to do"
+    // about it would be a silently wrong answer.
+    if snapshot.object_count() == 0 && snapshot.skipped.is_empty() {
+        bail!(
+            "no objects in {name}: a snapshot is `kubectl get -o yaml|json` output or what `kubectl alfred snapshot` writes"
+        );
+    }
     if !snapshot.skipped.is_empty() {
         let kinds: Vec<String> = snapshot
             .skipped

@@ -112,6 +112,23 @@ fn errors_name_what_is_wrong() {
     ]);
     assert!(!ok);
     assert!(err.contains("give CONTAINER=IMAGE"), "{err}");
+    // A container the component's pods do not have: an error naming the real ones, not a plan.
+    let (ok, out, err) = alfred(&[
+        "rollout",
+        "plan",
+        "chat/qwen3-8b-chat",
+        "--image",
+        "typo=evil:latest",
+        "-f",
+        DEMO,
+    ]);
+    assert!(!ok && out.is_empty(), "{out}");
+    assert!(
+        err.contains(
+            "the engine pods of chat/qwen3-8b-chat have no container \"typo\"; their containers are: ome-container"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -175,4 +192,30 @@ fn plan_an_edited_inference_service() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// An empty file, a file of only `---`, or empty standard input is an error, not an empty
+/// cluster with nothing to do.
+#[test]
+fn an_empty_snapshot_is_an_error() {
+    let dir = std::env::temp_dir().join(format!("alfred-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, text) in [
+        ("empty.yaml", ""),
+        ("dashes.yaml", "---\n---\n"),
+        ("blank.json", "  \n"),
+    ] {
+        let path = dir.join(file);
+        std::fs::write(&path, text).unwrap();
+        let (ok, _, err) = alfred(&["pools", "-f", &path.display().to_string()]);
+        assert!(!ok, "{file}");
+        assert!(err.contains("no objects in"), "{file}: {err}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-alfred"))
+        .args(["recommend", "-f", "-"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no objects in standard input"));
 }
