@@ -78,6 +78,48 @@ fn container_amount(c: &Container, resource: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// The first GPU quantity of a node that is not a count a machine can have, as (field path,
+/// why): checked when a snapshot is read, so nothing later guesses or overflows.
+pub fn node_gpu_problem(node: &Node) -> Option<(String, String)> {
+    [
+        ("capacity", &node.status.capacity),
+        ("allocatable", &node.status.allocatable),
+    ]
+    .into_iter()
+    .flat_map(|(field, map)| map.iter().map(move |(name, q)| (field, name, q)))
+    .filter(|(_, name, _)| is_gpu_resource(name))
+    .find_map(|(field, name, q)| {
+        let why = quantity::gpu_count(&q.0).err()?;
+        Some((format!("status.{field}[{name:?}]"), why))
+    })
+}
+
+/// The first GPU request or limit of a pod that is not a count a machine can have.
+pub fn pod_gpu_problem(pod: &Pod) -> Option<(String, String)> {
+    let lists = [
+        ("containers", &pod.spec.containers),
+        ("initContainers", &pod.spec.init_containers),
+    ];
+    for (list, containers) in lists {
+        for (i, c) in containers.iter().enumerate() {
+            for (field, map) in [
+                ("limits", &c.resources.limits),
+                ("requests", &c.resources.requests),
+            ] {
+                for (name, q) in map.iter().filter(|(name, _)| is_gpu_resource(name)) {
+                    if let Err(why) = quantity::gpu_count(&q.0) {
+                        return Some((
+                            format!("spec.{list}[{i}].resources.{field}[{name:?}]"),
+                            why,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
 /// The node's largest allocatable GPU resource and its count.
 fn node_gpu_capacity(node: &Node) -> Option<(String, i64)> {
     node.allocatable()

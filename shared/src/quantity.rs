@@ -47,6 +47,26 @@ pub fn count(q: &Quantity) -> Option<i64> {
     value(q).map(|v| v.ceil() as i64)
 }
 
+/// The most GPUs of one resource a node or pod may hold: no real machine has more, and counts
+/// past it are what overflows sums and drawings.
+pub const MAX_GPUS: i64 = 4096;
+
+/// A GPU count as Kubernetes admits extended resources: a whole number from 0 to
+/// [`MAX_GPUS`], in the quantity grammar (`8`, `1e1`, `+2`).
+pub fn gpu_count(text: &str) -> Result<i64, String> {
+    let v = parse(text)
+        .ok_or_else(|| format!("{text:?} is not a quantity (write a count such as \"8\")"))?;
+    if v < 0.0 || v.fract() != 0.0 {
+        Err(format!("{text:?} is not a whole number of GPUs, 0 or more"))
+    } else if v > MAX_GPUS as f64 {
+        Err(format!(
+            "{text:?} GPUs is more than any machine has (at most {MAX_GPUS})"
+        ))
+    } else {
+        Ok(v as i64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +82,17 @@ mod tests {
         assert_eq!(parse("abc"), None);
         assert_eq!(parse("8x"), None);
         assert_eq!(count(&Quantity("2".into())), Some(2));
+    }
+
+    #[test]
+    fn gpu_counts_are_whole_and_bounded() {
+        assert_eq!(gpu_count("8"), Ok(8));
+        assert_eq!(gpu_count("1e1"), Ok(10));
+        assert_eq!(gpu_count("0"), Ok(0));
+        for bad in [
+            "eight", "0x10", "", "-8", "1.5", "1e30", "1e9", "８", "500m",
+        ] {
+            assert!(gpu_count(bad).is_err(), "{bad:?}");
+        }
     }
 }

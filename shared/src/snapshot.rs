@@ -370,12 +370,25 @@ impl Snapshot {
             path,
             message,
         };
+        // GPU counts no machine has are refused here, naming the object and field: read on,
+        // they would vanish a node from its pool or overflow a sum.
+        let gpus = |what: &str, name: String, problem: Option<(String, String)>| match problem {
+            Some((path, message)) => Err(err(Some(format!("{what} {name}")), Some(path), message)),
+            None => Ok(()),
+        };
         match serde_json::from_str::<CoreObject>(json) {
             Ok(CoreObject::Node(node)) => {
+                gpus(
+                    "Node",
+                    node.metadata.name.clone(),
+                    crate::cluster::node_gpu_problem(&node),
+                )?;
                 self.nodes.push(node);
                 return Ok(());
             }
             Ok(CoreObject::Pod(pod)) => {
+                let name = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
+                gpus("Pod", name, crate::cluster::pod_gpu_problem(&pod))?;
                 self.pods.push(pod);
                 return Ok(());
             }
@@ -414,8 +427,23 @@ impl Snapshot {
             }};
         }
         match (group, kind.as_str()) {
-            ("", "Node") => push!(nodes),
-            ("", "Pod") => push!(pods),
+            ("", "Node") => {
+                let node: Node = typed(json)
+                    .map_err(|(path, message)| err(Some(object.clone()), path, message))?;
+                let problem = crate::cluster::node_gpu_problem(&node);
+                if let Some((path, message)) = problem {
+                    return Err(err(Some(object), Some(path), message));
+                }
+                self.nodes.push(node);
+            }
+            ("", "Pod") => {
+                let pod: Pod = typed(json)
+                    .map_err(|(path, message)| err(Some(object.clone()), path, message))?;
+                if let Some((path, message)) = crate::cluster::pod_gpu_problem(&pod) {
+                    return Err(err(Some(object), Some(path), message));
+                }
+                self.pods.push(pod);
+            }
             ("", "PersistentVolumeClaim") => push!(persistent_volume_claims),
             ("", "PersistentVolume") => push!(persistent_volumes),
             ("", "ConfigMap") if CONFIG_MAP_NAMES.contains(&name.as_str()) => push!(config_maps),

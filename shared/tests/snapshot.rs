@@ -395,3 +395,38 @@ spec: {engineConfig: {lifecycle: {updateStrategy: {type: InPlaceOnly}}}}
         ("ClusterServingRuntime".into(), "rt")
     );
 }
+
+/// A GPU count no machine has is an error naming the object and field, never a node that
+/// silently leaves its pool, a rounded guess, or an overflow later.
+#[test]
+fn gpu_quantities_must_be_counts_a_machine_has() {
+    for bad in ["eight", "0x10", "", "-8", "1.5", "1e30", "８"] {
+        let node = format!(
+            r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"n1"}},"status":{{"allocatable":{{"nvidia.com/gpu":"{bad}"}}}}}}"#
+        );
+        let e = Snapshot::parse(&node).unwrap_err().to_string();
+        assert!(
+            e.starts_with("document 1 (Node n1), field status.allocatable[\"nvidia.com/gpu\"]: "),
+            "{bad:?}: {e}"
+        );
+        // The same in a List, read by the fast path.
+        let list = format!(r#"{{"apiVersion":"v1","kind":"List","items":[{node}]}}"#);
+        assert!(
+            Snapshot::parse(&list)
+                .unwrap_err()
+                .to_string()
+                .contains("(Node n1)")
+        );
+    }
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","namespace":"ns"},
+      "spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1.5"}}}]}}"#;
+    let e = Snapshot::parse(pod).unwrap_err().to_string();
+    assert!(
+        e.contains("(Pod ns/p1), field spec.containers[0].resources.limits[\"nvidia.com/gpu\"]: \"1.5\" is not a whole number of GPUs"),
+        "{e}"
+    );
+    // Memory-like GPU resources are not counts and stay as they are.
+    let intel = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n2"},
+      "status":{"allocatable":{"gpu.intel.com/i915":"8","gpu.intel.com/memory.max":"16Gi"}}}"#;
+    assert_eq!(Snapshot::parse(intel).unwrap().nodes.len(), 1);
+}
