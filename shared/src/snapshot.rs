@@ -302,6 +302,7 @@ impl Snapshot {
         self.runtime(namespace, isvc)?.2.component(kind)
     }
 
+    /// The ConfigMap with this name, if the snapshot holds it.
     pub fn config_map(&self, name: &str) -> Option<&ConfigMap> {
         self.config_maps
             .iter()
@@ -370,29 +371,10 @@ impl Snapshot {
             path,
             message,
         };
-        // GPU counts no machine has are refused here, naming the object and field: read on,
-        // they would vanish a node from its pool or overflow a sum.
-        let gpus = |what: &str, name: String, problem: Option<(String, String)>| match problem {
-            Some((path, message)) => Err(err(Some(format!("{what} {name}")), Some(path), message)),
-            None => Ok(()),
-        };
-        match serde_json::from_str::<CoreObject>(json) {
-            Ok(CoreObject::Node(node)) => {
-                gpus(
-                    "Node",
-                    node.metadata.name.clone(),
-                    crate::cluster::node_gpu_problem(&node),
-                )?;
-                self.nodes.push(node);
-                return Ok(());
-            }
-            Ok(CoreObject::Pod(pod)) => {
-                let name = format!("{}/{}", pod.metadata.namespace, pod.metadata.name);
-                gpus("Pod", name, crate::cluster::pod_gpu_problem(&pod))?;
-                self.pods.push(pod);
-                return Ok(());
-            }
-            Err(_) => {} // another kind, an unusual key order, or an error to locate
+        let refused = |(object, path, message)| err(Some(object), Some(path), message);
+        // Else another kind, an unusual key order, or an error to locate.
+        if let Ok(core) = serde_json::from_str::<CoreObject>(json) {
+            return self.push_core(core).map_err(refused);
         }
         let header: Header = serde_json::from_str(json).map_err(|e| {
             err(
@@ -428,21 +410,14 @@ impl Snapshot {
         }
         match (group, kind.as_str()) {
             ("", "Node") => {
-                let node: Node = typed(json)
-                    .map_err(|(path, message)| err(Some(object.clone()), path, message))?;
-                let problem = crate::cluster::node_gpu_problem(&node);
-                if let Some((path, message)) = problem {
-                    return Err(err(Some(object), Some(path), message));
-                }
-                self.nodes.push(node);
+                let node =
+                    typed(json).map_err(|(path, message)| err(Some(object), path, message))?;
+                self.push_core(CoreObject::Node(node)).map_err(refused)?;
             }
             ("", "Pod") => {
-                let pod: Pod = typed(json)
-                    .map_err(|(path, message)| err(Some(object.clone()), path, message))?;
-                if let Some((path, message)) = crate::cluster::pod_gpu_problem(&pod) {
-                    return Err(err(Some(object), Some(path), message));
-                }
-                self.pods.push(pod);
+                let pod =
+                    typed(json).map_err(|(path, message)| err(Some(object), path, message))?;
+                self.push_core(CoreObject::Pod(pod)).map_err(refused)?;
             }
             ("", "PersistentVolumeClaim") => push!(persistent_volume_claims),
             ("", "PersistentVolume") => push!(persistent_volumes),
@@ -466,6 +441,29 @@ impl Snapshot {
                     Some(typed(json).map_err(|(path, message)| err(Some(object), path, message))?)
             }
             _ => *self.skipped.entry(kind).or_default() += 1,
+        }
+        Ok(())
+    }
+}
+
+impl Snapshot {
+    /// Adds a node or pod, refusing GPU counts no machine has (read on, a node would vanish
+    /// from its pool or a sum overflow). Err is (object, field path, why).
+    fn push_core(&mut self, core: CoreObject) -> Result<(), (String, String, String)> {
+        match core {
+            CoreObject::Node(node) => {
+                if let Some((path, why)) = crate::cluster::node_gpu_problem(&node) {
+                    return Err((format!("Node {}", node.metadata.name), path, why));
+                }
+                self.nodes.push(node);
+            }
+            CoreObject::Pod(pod) => {
+                if let Some((path, why)) = crate::cluster::pod_gpu_problem(&pod) {
+                    let m = &pod.metadata;
+                    return Err((format!("Pod {}/{}", m.namespace, m.name), path, why));
+                }
+                self.pods.push(pod);
+            }
         }
         Ok(())
     }

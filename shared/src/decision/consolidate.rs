@@ -6,7 +6,8 @@
 //! fit); what they take is reserved. An action frees room on one node by moving the fewest of
 //! its movable Instances (largest first) onto other nodes' unreserved room (best fit), so no
 //! pending pod already placeable loses its place and every step is a surge with room for the
-//! new pods while the old ones run. Each round takes the action that makes the most pending
+//! new pods while the old ones run; a pod larger than any room first moves a smaller Instance
+//! out of the node with the most room, to make it. Each round takes the action that makes the most pending
 //! GPUs placeable per move; the plan stops when no action makes anything more placeable.
 
 use std::collections::{BTreeSet, HashMap};
@@ -439,7 +440,7 @@ impl<'a, 'c, 's> Planner<'a, 'c, 's> {
             }
             let candidates = self.node_candidates(n);
             for (k, prefix) in candidates.iter().enumerate() {
-                let least = self.least_moves(prefix);
+                let least = self.least_moves(n, prefix);
                 let gained = self.gained(&mut cache, n, prefix.room);
                 if gained > 0 {
                     self.bounds.push(Bound {
@@ -471,7 +472,7 @@ impl<'a, 'c, 's> Planner<'a, 'c, 's> {
             else {
                 continue;
             };
-            let (room, least) = (prefix.room, self.least_moves(prefix));
+            let (room, least) = (prefix.room, self.least_moves(c.node, prefix));
             if least > budget {
                 continue;
             }
@@ -515,14 +516,14 @@ impl<'a, 'c, 's> Planner<'a, 'c, 's> {
     /// The prefixes of a node's eviction order: the room each leaves and what it moves.
     fn node_candidates(&self, n: usize) -> Vec<Prefix> {
         let mut room = self.spare(n);
-        let mut pods: Vec<(String, i64)> = Vec::new();
+        let mut pods: Vec<i64> = Vec::new();
         self.eviction_order(n)
             .into_iter()
             .enumerate()
             .map(|(k, m)| {
                 room += self.gpus_on(m, n);
                 let movable = &self.movables[m];
-                pods.extend(movable.pods.iter().map(|p| (movable.pool.clone(), p.1)));
+                pods.extend(movable.pods.iter().map(|p| p.1));
                 Prefix {
                     room,
                     moves: k + 1,
@@ -532,15 +533,15 @@ impl<'a, 'c, 's> Planner<'a, 'c, 's> {
             .collect()
     }
 
-    /// The fewest moves a prefix can take: one a movable, one more for each pod larger than
-    /// any room in its pool.
-    fn least_moves(&self, prefix: &Prefix) -> usize {
-        prefix.moves
-            + prefix
-                .pods
-                .iter()
-                .filter(|(pool, gpus)| *gpus > self.largest_room.get(pool).copied().unwrap_or(0))
-                .count()
+    /// The fewest moves a prefix of node `n` can take: one a movable, one more for each pod
+    /// larger than any room in the pool (a movable's pool is its node's).
+    fn least_moves(&self, n: usize, prefix: &Prefix) -> usize {
+        let pool = self.ctx.cluster.nodes[n].pool.as_ref();
+        let largest = pool
+            .and_then(|p| self.largest_room.get(p))
+            .copied()
+            .unwrap_or(0);
+        prefix.moves + prefix.pods.iter().filter(|&&gpus| gpus > largest).count()
     }
 
     /// A node's movables not yet moved, largest share of the node first.
@@ -817,10 +818,10 @@ impl Ord for Bound {
 }
 
 /// A prefix of a node's eviction order: the room it leaves, the movables it takes, and their
-/// pods' (pool, GPUs).
+/// pods' GPUs.
 #[derive(Clone)]
 struct Prefix {
     room: i64,
     moves: usize,
-    pods: Vec<(String, i64)>,
+    pods: Vec<i64>,
 }
