@@ -5,6 +5,7 @@ use std::io::Read;
 
 use alfred::cluster::Cluster;
 use alfred::config::{CONFIG_MAP_KEY, CONFIG_MAP_NAME, Config};
+use alfred::input::MAX_INPUT_BYTES;
 use alfred::snapshot::Snapshot;
 use anyhow::{Context, Result, anyhow, bail};
 use k8s_openapi::jiff::Timestamp;
@@ -60,17 +61,31 @@ pub fn evaluation_time(args: &GlobalArgs, snapshot: &Snapshot) -> Result<Timesta
     }
 }
 
-/// A file's text; `-` is standard input. `what` names the file in errors.
+/// A file's text; `-` is standard input. `what` names the file in errors. Text past
+/// [`MAX_INPUT_BYTES`] is refused before it fills memory.
 pub fn read_text(path: &str, what: &str) -> Result<String> {
-    if path == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .with_context(|| format!("reading the {what} from standard input"))?;
-        Ok(text)
+    let (reader, name): (Box<dyn Read>, String) = if path == "-" {
+        (
+            Box::new(std::io::stdin()),
+            format!("the {what} from standard input"),
+        )
     } else {
-        std::fs::read_to_string(path).with_context(|| format!("reading {what} file {path}"))
+        let file =
+            std::fs::File::open(path).with_context(|| format!("reading {what} file {path}"))?;
+        (Box::new(file), format!("{what} file {path}"))
+    };
+    let mut text = String::new();
+    reader
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading {name}"))?;
+    if text.len() as u64 > MAX_INPUT_BYTES {
+        bail!(
+            "{name} is larger than {} GiB, the most Alfred reads; `kubectl alfred snapshot` captures only the kinds Alfred reads",
+            MAX_INPUT_BYTES >> 30
+        );
     }
+    Ok(text)
 }
 
 pub fn read_file(path: &str) -> Result<Snapshot> {
@@ -103,8 +118,7 @@ pub fn read_file(path: &str) -> Result<Snapshot> {
 /// `--config FILE`, else the `alfred-config` ConfigMap in the snapshot, else the defaults.
 pub fn load_config(path: Option<&str>, snapshot: &Snapshot) -> Result<Config> {
     if let Some(path) = path {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading config file {path}"))?;
+        let text = read_text(path, "config")?;
         return Config::parse(&text).map_err(|e| anyhow!("config file {path}: {e}"));
     }
     let Some(cm) = snapshot.config_map(CONFIG_MAP_NAME) else {

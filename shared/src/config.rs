@@ -274,7 +274,7 @@ impl Config {
     /// Reads and validates a `config.yaml` document.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig =
-            serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+            crate::input::read_one(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
         raw.resolve()
     }
 }

@@ -10,6 +10,7 @@ pub mod decision;
 pub mod duration;
 pub mod execute;
 pub mod health;
+pub mod input;
 pub mod migration;
 pub mod mode;
 pub mod names;

@@ -8,9 +8,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeCl
 use k8s_openapi::jiff::Timestamp;
 use serde::de::{DeserializeOwned, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
 use crate::api::core::{ControllerRevision, Node, Pod};
+use crate::input::without_position;
 
 mod parallel;
 use crate::api::component::ComponentKind;
@@ -545,45 +545,14 @@ fn typed<T: DeserializeOwned>(json: &str) -> Result<T, (Option<String>, String)>
     })
 }
 
-/// serde_json's message without "at line L column C", which would point inside one item.
-fn without_position(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    match text.rfind(" at line ") {
-        Some(at) => text[..at].to_string(),
-        None => text,
-    }
-}
-
-/// Feeds each document of a JSON stream or multi-document YAML to `f` as JSON, with its 1-based
-/// index. JSON is detected by its first character.
+/// Feeds each document to `f` as checked JSON text, with its 1-based index.
 fn for_each_document(
     text: &str,
-    mut f: impl FnMut(usize, &str) -> Result<(), SnapshotError>,
+    f: impl FnMut(usize, &str) -> Result<(), SnapshotError>,
 ) -> Result<(), SnapshotError> {
-    if text.trim_start().starts_with(['{', '[']) {
-        let stream = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
-        for (index, doc) in stream.enumerate() {
-            let document = index + 1;
-            let doc = doc.map_err(|e| {
-                SnapshotError::in_document(document, format!("not valid JSON: {e}"))
-            })?;
-            f(document, doc.get())?;
-        }
-        return Ok(());
-    }
-    for (index, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let document = index + 1;
-        let value = serde_json::Value::deserialize(doc)
-            .map_err(|e| SnapshotError::in_document(document, format!("not valid YAML: {e}")))?;
-        if value.is_null() {
-            continue; // an empty document, e.g. after a trailing `---`
-        }
-        let json = serde_json::to_string(&value).map_err(|e| {
-            SnapshotError::in_document(document, format!("cannot represent as JSON: {e}"))
-        })?;
-        f(document, &json)?;
-    }
-    Ok(())
+    crate::input::for_each_document(text, f, |document, e| {
+        SnapshotError::in_document(document, e.to_string())
+    })
 }
 
 /// Where an object held twice is: the error names its second place and its first. A second,

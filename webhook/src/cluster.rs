@@ -128,6 +128,9 @@ pub enum DefaultsSource {
     ConfigMap { namespace: String, name: String },
 }
 
+/// A ConfigMap holds at most 1 MiB of data; its manifest, with room for layout.
+const MAX_DEFAULTS_FILE_BYTES: u64 = 4 << 20;
+
 /// The defaults in force; None until a first good read.
 pub type SharedDefaults = Arc<ArcSwapOption<OperatorDefaults>>;
 
@@ -136,10 +139,16 @@ impl DefaultsSource {
     pub async fn read(&self, client: Option<&Client>) -> Result<OperatorDefaults, String> {
         match self {
             DefaultsSource::File(path) => {
-                let text = tokio::fs::read_to_string(path)
-                    .await
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                let config_map: ConfigMap = serde_yaml_ng::from_str(&text)
+                let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+                let size = tokio::fs::metadata(path).await.map_err(cannot)?.len();
+                if size > MAX_DEFAULTS_FILE_BYTES {
+                    return Err(format!(
+                        "{} is {size} bytes; a ConfigMap manifest is at most {MAX_DEFAULTS_FILE_BYTES}",
+                        path.display()
+                    ));
+                }
+                let text = tokio::fs::read_to_string(path).await.map_err(cannot)?;
+                let config_map: ConfigMap = alfred::input::read_one(&text)
                     .map_err(|e| format!("{} is not a ConfigMap manifest: {e}", path.display()))?;
                 OperatorDefaults::from_config_map(&config_map)
                     .map_err(|e| format!("{}: {e}", path.display()))

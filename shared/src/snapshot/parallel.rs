@@ -9,7 +9,8 @@ use serde::Deserializer as _;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::{ItemType, Snapshot, SnapshotError, without_position};
+use super::{ItemType, Snapshot, SnapshotError};
+use crate::input::without_position;
 
 /// Items per batch: small enough to keep every reader busy, large enough to make the hand-over
 /// cheap.

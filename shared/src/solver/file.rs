@@ -134,8 +134,7 @@ fn invalid(message: String) -> SolveError {
 
 impl ProblemDocument {
     pub fn parse(text: &str) -> Result<ProblemDocument, SolveError> {
-        let file: ProblemFile =
-            serde_yaml_ng::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let file: ProblemFile = crate::input::read_one(text).map_err(|e| invalid(e.to_string()))?;
         let mut problem = Problem::new();
         for (container, objects) in &file.assignment {
             let name = container.as_str().ok_or_else(|| {
