@@ -252,6 +252,10 @@ fn yaml_error(e: &serde_saphyr::Error, size: usize) -> InputError {
             match text {
                 // The parser's own word for flow collections nested too deep.
                 "recursion limit exceeded" => format!("nested deeper than {MAX_DEPTH} levels"),
+                _ if text.starts_with("non-finite float") => {
+                    let value = text.split('`').nth(1).unwrap_or("the value");
+                    format!("{value} is not a number a reader can use; write a finite number")
+                }
                 _ => text.to_string(),
             }
         }

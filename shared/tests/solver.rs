@@ -225,7 +225,8 @@ fn ill_formed_problems_are_errors_not_panics() {
     );
     let e = solve(&p, &Options::default(), &Unlimited).unwrap_err();
     assert!(
-        e.to_string().contains("capacities must be 0 or more"),
+        e.to_string()
+            .contains("capacities must be numbers from 0 to 1e12"),
         "{e}"
     );
 
@@ -239,6 +240,85 @@ fn ill_formed_problems_are_errors_not_panics() {
 }
 
 /// One 8-GPU task on a host to free, and nowhere else with room.
+/// Numbers a file may hold: a negative or NaN limit, or values whose sums overflow, are
+/// errors naming the value, never a silently blocked search or `initialViolation: null`.
+#[test]
+fn numbers_out_of_range_are_refused_where_read() {
+    use alfred::solver::file::ProblemDocument;
+    let refused = |text: &str| match ProblemDocument::parse(text)
+        .map(|d| solve(&d.problem, &d.options, &Unlimited))
+    {
+        Ok(Ok(s)) => panic!("accepted {text}: violation {}", s.initial_violation),
+        Ok(Err(e)) | Err(e) => e.to_string(),
+    };
+    let base = "assignment: {h0: [a, b], h1: []}\ndimensions: {gpu: {objectDefault: 1, containerDefault: 1}}\n";
+    let e = refused(&format!(
+        "{base}constraints:\n  - capacity: {{dimension: gpu, limit: -1}}\n"
+    ));
+    assert!(
+        e.contains("limit -1; a limit is a number from 0 to 1e12"),
+        "{e}"
+    );
+    let e = refused(&format!(
+        "{base}constraints:\n  - capacity: {{dimension: gpu, limit: .nan}}\n"
+    ));
+    assert!(e.contains("not a number a reader can use"), "{e}");
+    let e = refused(
+        "assignment: {h0: [a, b]}\ndimensions: {gpu: {objects: {a: 1e308, b: 1e308}, containerDefault: 1}}\nconstraints:\n  - capacity: {dimension: gpu}\n",
+    );
+    assert!(
+        e.contains("object a has value 1e308; values must be numbers from -1e12 to 1e12"),
+        "{e}"
+    );
+    let e = refused(&format!(
+        "{base}goals:\n  - minimizeMovement: {{}}\n    weight: 1e300\n"
+    ));
+    assert!(e.contains("weight must be a number from 0 to 1e12"), "{e}");
+    // At the bound, sums stay finite.
+    let d = ProblemDocument::parse(
+        "assignment: {h0: [a, b]}\ndimensions: {gpu: {objects: {a: 1e12, b: 1e12}, containerDefault: 1}}\nconstraints:\n  - capacity: {dimension: gpu}\n",
+    )
+    .unwrap();
+    let s = solve(&d.problem, &d.options, &Unlimited).unwrap();
+    assert_eq!(s.initial_violation, 2e12 - 1.0);
+}
+
+/// Past the time limit the search stops, and the report of what it could not move does not
+/// start a scan of every container for every object.
+#[test]
+fn an_exhausted_budget_ends_the_search_and_its_report_at_once() {
+    struct Spent;
+    impl alfred::solver::Budget for Spent {
+        fn exhausted(&self) -> bool {
+            true
+        }
+    }
+    let mut p = Problem::new();
+    let containers: Vec<_> = (0..200)
+        .map(|i| p.add_container(&format!("h{i}")).unwrap())
+        .collect();
+    for o in 0..2000 {
+        p.add_object(&format!("t{o}"), containers[o % 20]).unwrap();
+    }
+    let d = p.add_dimension("gpu", 1.0, Some(50.0)).unwrap();
+    p.add_constraint(
+        Spec::Capacity(CapacitySpec {
+            dimension: d,
+            limit: None,
+        }),
+        Policy::Default,
+    );
+    let s = solve(&p, &Options::default(), &Spent).unwrap();
+    assert_eq!(s.end_reason, alfred::solver::EndReason::TimeLimit);
+    assert!(s.moves.is_empty());
+    assert!(!s.unmovable.is_empty());
+    assert!(
+        s.unmovable
+            .iter()
+            .all(|u| u.reason == "the time limit ran out before it was moved or its reason found")
+    );
+}
+
 fn no_room_to_drain(policy: Policy) -> Problem {
     let mut p = Problem::new();
     let h0 = p.add_container("host0").unwrap();

@@ -27,10 +27,11 @@ impl AffinitySpec {
     pub(super) fn term(&self, objects: usize) -> Result<AffinityTerm, SolveError> {
         let mut preferences = vec![Vec::new(); objects];
         for p in &self.preferences {
-            if !(p.weight >= 0.0 && p.weight.is_finite()) {
+            if !super::in_range(p.weight, 0.0) {
                 return Err(SolveError::Invalid(format!(
-                    "affinity: weight must be a number of 0 or more, got {}",
-                    p.weight
+                    "affinity: weight must be a number from 0 to {:e}, got {}",
+                    super::MAX_MAGNITUDE,
+                    super::shown(p.weight)
                 )));
             }
             preferences[p.object].push((p.container, p.weight));
@@ -146,7 +147,7 @@ mod tests {
         let e = solve(&p, &Options::default(), &Unlimited).unwrap_err();
         assert!(
             e.to_string()
-                .contains("weight must be a number of 0 or more"),
+                .contains("weight must be a number from 0 to 1e12, got -1"),
             "{e}"
         );
     }

@@ -29,6 +29,13 @@ impl CapacitySpec {
         container_names: &[String],
     ) -> Result<CapacityTerm, SolveError> {
         let label = format!("capacity({dimension_name})");
+        if let Some(limit) = self.limit.filter(|l| !super::in_range(*l, 0.0)) {
+            return Err(SolveError::Invalid(format!(
+                "{label}: limit {}; a limit is a number from 0 to {:e}, as capacities are",
+                super::shown(limit),
+                super::MAX_MAGNITUDE
+            )));
+        }
         if self.limit.is_none() {
             let capacities = &state.capacity[self.dimension];
             if let Some(c) = capacities.iter().position(|c| c.is_infinite()) {

@@ -263,16 +263,29 @@ impl Problem {
             for (&k, &x) in &d.containers {
                 c[k] = x;
             }
-            if let Some((o, x)) = v.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+            if let Some((o, x)) = v
+                .iter()
+                .enumerate()
+                .find(|(_, x)| !in_range(**x, -MAX_MAGNITUDE))
+            {
                 return Err(SolveError::Invalid(format!(
-                    "dimension {}: object {} has value {x}; values must be numbers",
-                    d.name, self.objects[o]
+                    "dimension {}: object {} has value {}; values must be numbers from -{MAX_MAGNITUDE:e} to {MAX_MAGNITUDE:e}",
+                    d.name,
+                    self.objects[o],
+                    shown(*x)
                 )));
             }
-            if let Some((k, x)) = c.iter().enumerate().find(|(_, x)| x.is_nan() || **x < 0.0) {
+            // Infinite: no capacity was given (a capacity spec then needs a limit).
+            if let Some((k, x)) = c
+                .iter()
+                .enumerate()
+                .find(|(_, x)| **x != f64::INFINITY && !in_range(**x, 0.0))
+            {
                 return Err(SolveError::Invalid(format!(
-                    "dimension {}: container {} has capacity {x}; capacities must be 0 or more",
-                    d.name, self.containers[k]
+                    "dimension {}: container {} has capacity {}; capacities must be numbers from 0 to {MAX_MAGNITUDE:e}",
+                    d.name,
+                    self.containers[k],
+                    shown(*x)
                 )));
             }
             values.push(v);
@@ -359,6 +372,24 @@ impl Default for Options {
             seed: 1,
             swaps: false,
         }
+    }
+}
+
+/// The largest magnitude of a value, capacity, limit or weight: sums over a million objects
+/// stay finite and exact to far below one unit.
+pub const MAX_MAGNITUDE: f64 = 1e12;
+
+/// True for a number from `min` to [`MAX_MAGNITUDE`] (false for NaN).
+pub(crate) fn in_range(x: f64, min: f64) -> bool {
+    (min..=MAX_MAGNITUDE).contains(&x)
+}
+
+/// A number as a message shows it: huge ones in exponent form, not 300 digits.
+pub(crate) fn shown(x: f64) -> String {
+    if x.abs() >= 1e15 {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
     }
 }
 
@@ -460,11 +491,11 @@ pub fn solve(
     }
     let mut goals = Vec::new();
     for g in &problem.goals {
-        if !(g.weight >= 0.0 && g.weight.is_finite()) {
+        if !in_range(g.weight, 0.0) {
             return Err(SolveError::Invalid(format!(
-                "{} goal: weight must be a number of 0 or more, got {}",
+                "{} goal: weight must be a number from 0 to {MAX_MAGNITUDE:e}, got {}",
                 spec_name(&g.spec),
-                g.weight
+                shown(g.weight)
             )));
         }
         let term = problem.term(&g.spec, &state, false)?;

@@ -598,6 +598,15 @@ impl<'a> Search<'a> {
         let mut delta = vec![0.0; self.objective.len()];
         for object in self.hot_objects(true) {
             let from = self.state.assignment[object];
+            // Finding a reason tries every container: past the time limit, say it was not found.
+            if end == EndReason::TimeLimit || self.budget.exhausted() {
+                out.push(Unmovable {
+                    object,
+                    container: from,
+                    reason: "the time limit ran out before it was moved or its reason found".into(),
+                });
+                continue;
+            }
             let mut blocked = vec![0usize; self.constraints.len()];
             let (mut not_better, mut better) = (0, 0);
             for to in (0..self.state.containers()).filter(|&c| c != from) {
