@@ -6,7 +6,7 @@ CLUSTER_DIR ?= tests/.run/local
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace install certs webhook-local loadtest loadtest-mix loadtest-wrk fuzz
+.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace install certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -87,6 +87,11 @@ loadtest: certs ## The webhook under load over TLS: as fast as it goes for a min
 	$(CARGO) build -q --release -p alfred-webhook --bin alfred-webhook --example loadgen
 	@$(LOADTEST_WEBHOOK); \
 	$(LOADGEN) --seconds 60 --pid $$pid && $(LOADGEN) --seconds 10 --rate 5000 --pid $$pid
+
+loadtest-hostile: certs ## 1,000 reviews/s for 20 s beside 200 stalled-body and 30 slow-loris clients
+	$(CARGO) build -q --release -p alfred-webhook --bin alfred-webhook --example loadgen
+	@$(LOADTEST_WEBHOOK); \
+	$(LOADGEN) --seconds 20 --rate 1000 --stalled 200 --loris 30 --pid $$pid
 
 loadtest-mix: ## Write the load mix as the API server sends it into target/loadtest-mix (wrk, fuzz)
 	$(CARGO) run -q --release -p alfred-webhook --example loadgen -- --write-mix target/loadtest-mix

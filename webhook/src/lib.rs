@@ -3,6 +3,7 @@
 //! TLS, [`cluster`] reads runtimes and OME's defaults, [`tls`] loads and reloads certificates.
 
 pub mod cluster;
+pub mod guard;
 pub mod logs;
 pub mod metrics;
 pub mod review;

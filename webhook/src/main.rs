@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use alfred_webhook::cluster::{ApiRuntimes, DefaultsSource, SharedDefaults};
+use alfred_webhook::guard::Limits;
 use alfred_webhook::metrics::Metrics;
 use alfred_webhook::server::{AppState, Listeners, Shutdown, serve};
 use alfred_webhook::tls::CertFiles;
@@ -63,9 +64,25 @@ struct Args {
     /// from --operator-defaults or none. For benchmarks and local tests.
     #[arg(long)]
     standalone: bool,
-    /// Largest review body accepted, in bytes (an object and its old version).
-    #[arg(long, default_value_t = 8 << 20)]
-    max_body_bytes: usize,
+    /// Largest review body accepted, in bytes (an object and its old version); larger is 413.
+    #[arg(long, default_value_t = 8 << 20, value_parser = clap::value_parser!(u32).range(1..))]
+    max_body_bytes: u32,
+    /// Open connections at most; more are closed as they arrive. The API server holds a few.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// Time for a request's headers (and the TLS handshake) to arrive.
+    #[arg(long, default_value = "10s", value_parser = positive_duration)]
+    header_timeout: Duration,
+    /// Time for a request's body to arrive after its headers; slower is 408.
+    #[arg(long, default_value = "10s", value_parser = positive_duration)]
+    body_timeout: Duration,
+    /// A connection that sends and takes nothing for this long is closed.
+    #[arg(long, default_value = "90s", value_parser = positive_duration)]
+    idle_timeout: Duration,
+    /// Bytes of review bodies above 64 KiB held at once, across all requests; past it a
+    /// large review is answered 503. Bodies up to 64 KiB never wait for it.
+    #[arg(long, default_value_t = 48 << 20, value_parser = clap::value_parser!(u32).range(1..))]
+    large_body_budget_bytes: u32,
     /// After SIGTERM, how long to report not-ready before closing, so endpoints drop us first.
     #[arg(long, default_value = "5s", value_parser = go_duration)]
     shutdown_delay: Duration,
@@ -190,7 +207,14 @@ async fn run(args: Args) -> Result<()> {
         state,
         tls,
         listeners,
-        args.max_body_bytes,
+        Limits {
+            max_body: args.max_body_bytes as usize,
+            max_connections: args.max_connections as usize,
+            header_timeout: args.header_timeout,
+            body_timeout: args.body_timeout,
+            idle_timeout: args.idle_timeout,
+            large_body_budget: args.large_body_budget_bytes as usize,
+        },
         shutdown,
         terminated(),
     )

@@ -26,6 +26,8 @@ const BUCKETS: [f64; 12] = [
 pub enum Event {
     /// A body that is not an AdmissionReview v1 (answered 400).
     BadRequest,
+    /// A body too large, too slow or past the shared budget (413, 408, 503).
+    BodyRefused,
     TlsReloaded,
     TlsReloadFailed,
     DefaultsRead,
@@ -35,11 +37,16 @@ pub enum Event {
     RuntimeLookupFailed,
 }
 
-const EVENTS: [(Event, &str, &str); 8] = [
+const EVENTS: [(Event, &str, &str); 9] = [
     (
         Event::BadRequest,
         "alfred_webhook_bad_requests_total",
         "Bodies that were not an AdmissionReview v1.",
+    ),
+    (
+        Event::BodyRefused,
+        "alfred_webhook_bodies_refused_total",
+        "Review bodies not read: too large, too slow, or past the budget for large bodies.",
     ),
     (
         Event::TlsReloaded,

@@ -2,25 +2,22 @@
 //! on a plain port of their own (kubelet and Prometheus need no certificate), one log line
 //! per refused, patched or failed review with the request's uid.
 
-use std::future::{Ready, ready};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum_server::Handle;
-use axum_server::accept::Accept;
 use axum_server::tls_rustls::RustlsConfig;
-use tokio::io::BufReader;
-use tokio::net::TcpStream;
+use hyper_util::rt::TokioTimer;
 
 use crate::cluster::{ApiRuntimes, SharedDefaults};
+use crate::guard::{BodyBudget, GuardedAcceptor, Limits, SMALL_BODY, read_body};
 use crate::metrics::{Event, Metrics};
 use crate::review::{Context, Hook, Outcome, answer, parse};
 
@@ -34,13 +31,24 @@ pub struct AppState {
     pub shutting_down: AtomicBool,
 }
 
-/// The admission routes. `max_body` bounds a review (an object and its old version).
-pub fn admission(state: Arc<AppState>, max_body: usize) -> Router {
+/// The admission routes' state: the app's, and what a review body may cost.
+struct Admission {
+    app: Arc<AppState>,
+    limits: Limits,
+    budget: BodyBudget,
+}
+
+/// The admission routes, reading bodies within `limits`.
+pub fn admission(state: Arc<AppState>, limits: Limits) -> Router {
+    let admission = Arc::new(Admission {
+        app: state,
+        budget: BodyBudget::new(&limits),
+        limits,
+    });
     Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
-        .layer(DefaultBodyLimit::max(max_body))
-        .with_state(state)
+        .with_state(admission)
 }
 
 /// The probe and metrics routes.
@@ -52,12 +60,35 @@ pub fn probes(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn validate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    handle(&state, Hook::Validate, &body).await
+async fn validate(State(admission): State<Arc<Admission>>, request: Request) -> Response {
+    receive(&admission, Hook::Validate, request).await
 }
 
-async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    handle(&state, Hook::Mutate, &body).await
+async fn mutate(State(admission): State<Arc<Admission>>, request: Request) -> Response {
+    receive(&admission, Hook::Mutate, request).await
+}
+
+/// Reads the body within the limits, then answers the review.
+async fn receive(admission: &Admission, hook: Hook, request: Request) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let body = read_body(
+        request.into_body(),
+        declared,
+        &admission.limits,
+        &admission.budget,
+    )
+    .await;
+    match body {
+        Ok(body) => handle(&admission.app, hook, &body).await,
+        Err((status, message)) => {
+            admission.app.metrics.event(Event::BodyRefused);
+            tracing::warn!(hook = hook.as_str(), status = status.as_u16(), error = %message, "review body refused");
+            (status, message).into_response()
+        }
+    }
 }
 
 async fn handle(state: &AppState, hook: Hook, body: &[u8]) -> Response {
@@ -157,29 +188,6 @@ impl Listeners {
     }
 }
 
-/// Prepares an accepted connection for TLS. TCP_NODELAY: a review answer is one small write;
-/// Nagle would hold it for the client's delayed ACK (40 ms). The read buffer: rustls reads in
-/// 4 KiB steps, so a review of 4-16 KiB (what the API server sends) took two or three
-/// `recv` calls; buffered, it takes one.
-#[derive(Clone, Copy)]
-struct TcpAcceptor;
-
-const READ_BUFFER: usize = 16 * 1024;
-
-impl<S> Accept<TcpStream, S> for TcpAcceptor {
-    type Stream = BufReader<TcpStream>;
-    type Service = S;
-    type Future = Ready<std::io::Result<(Self::Stream, S)>>;
-
-    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
-        ready(
-            stream
-                .set_nodelay(true)
-                .map(|()| (BufReader::with_capacity(READ_BUFFER, stream), service)),
-        )
-    }
-}
-
 /// How shutdown goes: stop reporting ready, wait `drain_delay` for endpoints to drop this
 /// pod, then let requests in flight finish within `grace`.
 #[derive(Clone, Copy, Debug)]
@@ -193,19 +201,34 @@ pub async fn serve(
     state: Arc<AppState>,
     tls: RustlsConfig,
     listeners: Listeners,
-    max_body: usize,
+    limits: Limits,
     shutdown: Shutdown,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let handle: Handle<SocketAddr> = Handle::new();
     let probe_handle: Handle<SocketAddr> = Handle::new();
-    let app = admission(state.clone(), max_body);
+    let app = admission(state.clone(), limits);
     let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls)
-        .handshake_timeout(Duration::from_secs(10))
-        .acceptor(TcpAcceptor);
-    let server = axum_server::from_tcp(listeners.admission)?
+        .handshake_timeout(limits.header_timeout)
+        .acceptor(GuardedAcceptor::new(&limits));
+    let mut server = axum_server::from_tcp(listeners.admission)?
         .acceptor(acceptor)
-        .handle(handle.clone())
+        .handle(handle.clone());
+    // Headers: a deadline, and a size the API server never comes near (431 past it).
+    server
+        .http_builder()
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(SMALL_BODY);
+    server
+        .http_builder()
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(SMALL_BODY as u32)
+        .max_concurrent_streams(32);
+    let server = server
+        .accept_error_handler(|_, e| tracing::warn!(error = %e, "connection not accepted"))
         .serve(app.into_make_service());
     let probe_server = axum_server::from_tcp(listeners.probes)?
         .handle(probe_handle.clone())

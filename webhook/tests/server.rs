@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use alfred::strategy::OperatorDefaults;
 use alfred_webhook::cluster::SharedDefaults;
+use alfred_webhook::guard::Limits;
 use alfred_webhook::metrics::Metrics;
 use alfred_webhook::server::{AppState, Listeners, Shutdown, serve};
 use alfred_webhook::tls::{CertFiles, provider};
@@ -62,7 +63,24 @@ fn fixture(name: &str) -> Vec<u8> {
     .unwrap()
 }
 
+/// The test's limits: 1 MiB bodies, else the defaults.
+fn test_limits() -> Limits {
+    Limits {
+        max_body: 1 << 20,
+        ..Limits::default()
+    }
+}
+
 async fn start(dir: &Path, reload: Duration, drain_delay: Duration) -> Running {
+    start_with(dir, reload, drain_delay, test_limits()).await
+}
+
+async fn start_with(
+    dir: &Path,
+    reload: Duration,
+    drain_delay: Duration,
+    limits: Limits,
+) -> Running {
     let files = CertFiles {
         cert: dir.join("tls.crt"),
         key: dir.join("tls.key"),
@@ -88,7 +106,7 @@ async fn start(dir: &Path, reload: Duration, drain_delay: Duration) -> Running {
         drain_delay,
         grace: Duration::from_secs(5),
     };
-    let served = tokio::spawn(serve(state, tls, listeners, 1 << 20, shutdown, async {
+    let served = tokio::spawn(serve(state, tls, listeners, limits, shutdown, async {
         let _ = stopped.await;
     }));
     Running {
@@ -267,6 +285,7 @@ async fn reviews_round_trip_over_tls_with_probes_metrics_and_limits() {
         "alfred_webhook_reviews_total{hook=\"validate\",kind=\"InferenceService\",outcome=\"denied\"} 2\n"
     ));
     assert!(metrics.contains("alfred_webhook_bad_requests_total 1\n"));
+    assert!(metrics.contains("alfred_webhook_bodies_refused_total 1\n"));
 
     server.stop.take().unwrap().send(()).unwrap();
     server.served.await.unwrap().unwrap();
@@ -393,4 +412,203 @@ async fn shutdown_turns_readiness_off_then_stops() {
         .expect("the server stops after the grace period")
         .unwrap()
         .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Careless and hostile clients: each gets a clear status or a closed connection, in bounded
+// time, while good reviews on other connections are answered.
+
+/// A raw TLS connection, for requests hyper's client would not send.
+async fn raw(tls: &TlsConnector, addr: SocketAddr) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::IpAddress(Ipv4Addr::LOCALHOST.into());
+    tls.connect(name, tcp).await.unwrap()
+}
+
+/// Reads until the server closes (or `limit` passes): what it sent, and when it closed.
+async fn read_all(
+    stream: &mut tokio_rustls::client::TlsStream<TcpStream>,
+    limit: Duration,
+) -> (String, Option<Duration>) {
+    use tokio::io::AsyncReadExt;
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at((started + limit).into(), stream.read(&mut buf)).await {
+            Err(_) => return (String::from_utf8_lossy(&out).into_owned(), None),
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                return (
+                    String::from_utf8_lossy(&out).into_owned(),
+                    Some(started.elapsed()),
+                );
+            }
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// A good review on a new connection, answered.
+async fn good_review(tls: &TlsConnector, addr: SocketAddr) {
+    let (mut conn, _) = connect(tls, addr).await.unwrap();
+    let (status, _) = send(
+        &mut conn,
+        "POST",
+        "/validate",
+        fixture("isvc-create-zero-budget.json"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_large_bodies_and_headers_get_their_status_not_a_reset() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let a = pki("alfred-test-a");
+    write_pair(dir.path(), &a);
+    let server = start(dir.path(), Duration::from_secs(60), Duration::ZERO).await;
+    let tls = connector(&[&a.ca]);
+
+    // 2 MiB with Content-Length (the limit is 1 MiB): 413, read whole by the client.
+    let mut s = raw(&tls, server.addr).await;
+    let body = vec![b' '; 2 << 20];
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let _ = s.write_all(&body).await;
+    let (answer, closed) = read_all(&mut s, Duration::from_secs(10)).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer:?}");
+    assert!(answer.contains("larger than --max-body-bytes"), "{answer}");
+    assert!(closed.is_some());
+
+    // A 1 MiB header: 431.
+    let mut s = raw(&tls, server.addr).await;
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\nx-padding: {}\r\ncontent-length: 2\r\n\r\n{{}}",
+        "a".repeat(1 << 20)
+    );
+    let _ = s.write_all(head.as_bytes()).await;
+    let (answer, _) = read_all(&mut s, Duration::from_secs(10)).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
+
+    good_review(&tls, server.addr).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_idle_and_stalled_clients_are_closed_in_time() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let a = pki("alfred-test-a");
+    write_pair(dir.path(), &a);
+    let limits = Limits {
+        header_timeout: Duration::from_millis(600),
+        body_timeout: Duration::from_millis(600),
+        idle_timeout: Duration::from_millis(900),
+        ..test_limits()
+    };
+    let server = start_with(dir.path(), Duration::from_secs(60), Duration::ZERO, limits).await;
+    let tls = connector(&[&a.ca]);
+
+    // Slow loris: a header byte every 100 ms, never idle, closed at the header deadline.
+    let mut loris = raw(&tls, server.addr).await;
+    let drip = tokio::spawn(async move {
+        let started = Instant::now();
+        for b in b"POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\nx-slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter() {
+            if loris.write_all(&[*b]).await.is_err() || loris.flush().await.is_err() {
+                return Some(started.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        None
+    });
+
+    // A body that stops arriving: 408 at the body deadline.
+    let mut stalled = raw(&tls, server.addr).await;
+    stalled
+        .write_all(b"POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 500000\r\n\r\n{\"apiVersion\":")
+        .await
+        .unwrap();
+    stalled.flush().await.unwrap();
+
+    // An idle connection: closed at the idle deadline.
+    let mut idle = raw(&tls, server.addr).await;
+
+    // Meanwhile good reviews are answered.
+    good_review(&tls, server.addr).await;
+
+    let (answer, closed) = read_all(&mut stalled, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    assert!(answer.contains("--body-timeout"), "{answer}");
+    assert!(closed.is_some());
+    let (answer, closed) = read_all(&mut idle, Duration::from_secs(5)).await;
+    assert!(answer.is_empty(), "{answer:?}");
+    let closed = closed.expect("the idle connection is closed");
+    assert!(closed < Duration::from_secs(3), "{closed:?}");
+    let dripped = drip.await.unwrap().expect("the slow client is cut off");
+    assert!(dripped < Duration::from_secs(3), "{dripped:?}");
+    good_review(&tls, server.addr).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_cap_are_closed_and_large_bodies_share_a_budget() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let a = pki("alfred-test-a");
+    write_pair(dir.path(), &a);
+    let limits = Limits {
+        max_connections: 3,
+        large_body_budget: 300 << 10,
+        ..test_limits()
+    };
+    let server = start_with(dir.path(), Duration::from_secs(60), Duration::ZERO, limits).await;
+    let tls = connector(&[&a.ca]);
+
+    // Two stalled large bodies: the first holds 200 KiB of the 300 KiB budget, the second
+    // cannot have its 200 KiB and is answered 503 at once.
+    let head = "POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 900000\r\n\r\n";
+    let chunk = vec![b' '; (64 << 10) + (200 << 10)];
+    let mut first = raw(&tls, server.addr).await;
+    first.write_all(head.as_bytes()).await.unwrap();
+    first.write_all(&chunk).await.unwrap();
+    first.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut second = raw(&tls, server.addr).await;
+    second.write_all(head.as_bytes()).await.unwrap();
+    second.write_all(&chunk).await.unwrap();
+    second.flush().await.unwrap();
+    let (answer, _) = read_all(&mut second, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    assert!(answer.contains("--large-body-budget-bytes"), "{answer}");
+    drop(second);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Small reviews never wait for the budget.
+    let (mut conn, _) = connect(&tls, server.addr).await.unwrap();
+    let (status, _) = send(
+        &mut conn,
+        "POST",
+        "/validate",
+        fixture("isvc-create-zero-budget.json"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    // With `first` and `conn` open, one more fits under the cap of three; then none.
+    let mut third = raw(&tls, server.addr).await;
+    let tcp = TcpStream::connect(server.addr).await.unwrap();
+    let name = ServerName::IpAddress(Ipv4Addr::LOCALHOST.into());
+    assert!(
+        tls.connect(name, tcp).await.is_err(),
+        "a fourth connection is closed"
+    );
+    drop(conn);
+    third.shutdown().await.unwrap();
+    drop(third);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    good_review(&tls, server.addr).await;
+    drop(first);
 }

@@ -5,6 +5,11 @@
 //! - a fixed rate (`--rate N`): latency measured from each request's scheduled send time, so a
 //!   stalled server cannot hide its queue (no coordinated omission).
 //!
+//!
+//! With `--stalled N` and `--loris N`, hostile clients run beside the measured load: each
+//! stalled client sends 7 MiB of an 8 MiB body and stops; each slow-loris client drips its
+//! headers a byte a second. Both reconnect whenever the webhook cuts them off.
+//!
 //! `cargo run --release -p alfred-webhook --example loadgen -- --ca certs/ca.crt [--pid PID]`
 
 mod shape;
@@ -39,6 +44,10 @@ struct Args {
     as_written: bool,
     /// Only write the mix as the API server sends it into this directory (for wrk), and exit.
     write_mix: Option<PathBuf>,
+    /// Clients that send most of a large body and stall.
+    stalled: usize,
+    /// Clients that drip their headers.
+    loris: usize,
 }
 
 fn args() -> Result<Args, String> {
@@ -53,6 +62,8 @@ fn args() -> Result<Args, String> {
         streams: 8,
         as_written: false,
         write_mix: None,
+        stalled: 0,
+        loris: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -69,9 +80,11 @@ fn args() -> Result<Args, String> {
             "--streams" => a.streams = number(value()?)?.max(1) as usize,
             "--as-written" => a.as_written = true,
             "--write-mix" => a.write_mix = Some(value()?.into()),
+            "--stalled" => a.stalled = number(value()?)? as usize,
+            "--loris" => a.loris = number(value()?)? as usize,
             _ => {
                 return Err(format!(
-                    "unknown flag {flag}; flags: --addr --ca --connections --rate --seconds --pid --http2 --streams --as-written --write-mix"
+                    "unknown flag {flag}; flags: --addr --ca --connections --rate --seconds --pid --http2 --streams --as-written --write-mix --stalled --loris"
                 ));
             }
         }
@@ -343,6 +356,79 @@ async fn worker(
     tally
 }
 
+/// What the webhook did to hostile clients: answers by status line, and connections closed
+/// or refused without one.
+#[derive(Default)]
+struct Hostile {
+    answers: std::collections::BTreeMap<String, u64>,
+    closed: u64,
+    refused: u64,
+}
+
+impl Hostile {
+    fn add(&mut self, other: Hostile) {
+        for (status, n) in other.answers {
+            *self.answers.entry(status).or_default() += n;
+        }
+        self.closed += other.closed;
+        self.refused += other.refused;
+    }
+}
+
+/// One hostile client until `end`: `stall` sends 7 MiB of an 8 MiB body and waits; otherwise
+/// it drips its headers a byte a second. Reconnects whenever cut off.
+async fn hostile(tls: TlsConnector, addr: SocketAddr, stall: bool, end: Instant) -> Hostile {
+    let mut seen = Hostile::default();
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nhost: alfred-webhook\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        8 << 20
+    );
+    let body = vec![b' '; 7 << 20];
+    while Instant::now() < end {
+        let mut stream = match open(&tls, addr, false).await {
+            Ok(Connection::Http1 { stream, .. }) => stream,
+            _ => {
+                seen.refused += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let sent: Result<(), std::io::Error> = async {
+            if stall {
+                stream.write_all(head.as_bytes()).await?;
+                stream.write_all(&body).await?;
+                stream.flush().await
+            } else {
+                for b in head.as_bytes() {
+                    stream.write_all(&[*b]).await?;
+                    stream.flush().await?;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Ok(())
+            }
+        }
+        .await;
+        // Whatever the webhook answered before closing, or nothing.
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout_at(end.into(), stream.read_to_end(&mut answer)).await;
+        match answer
+            .split(|b| *b == b'\r')
+            .next()
+            .filter(|l| !l.is_empty())
+        {
+            Some(line) => {
+                *seen
+                    .answers
+                    .entry(String::from_utf8_lossy(line).into_owned())
+                    .or_default() += 1
+            }
+            None if Instant::now() < end || sent.is_err() => seen.closed += 1,
+            None => {}
+        }
+    }
+    seen
+}
+
 fn memory(pid: u32) -> Option<String> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| {
@@ -403,6 +489,24 @@ async fn main() -> Result<(), String> {
         }
         connections.push(connection);
     }
+    // Hostile clients get a few seconds' head start, so the measured load meets them settled.
+    let settle = if args.stalled + args.loris > 0 {
+        Duration::from_secs(3)
+    } else {
+        Duration::ZERO
+    };
+    let hostile_end = Instant::now() + settle + args.duration;
+    let hostiles: Vec<_> = (0..args.stalled + args.loris)
+        .map(|i| {
+            tokio::spawn(hostile(
+                tls.clone(),
+                args.addr,
+                i < args.stalled,
+                hostile_end,
+            ))
+        })
+        .collect();
+    tokio::time::sleep(settle).await;
     let cpu_before = args.pid.and_then(cpu_seconds);
     let start = Instant::now() + Duration::from_millis(50);
     let end = start + args.duration;
@@ -466,6 +570,29 @@ async fn main() -> Result<(), String> {
     }
     if let Some(m) = args.pid.and_then(memory) {
         println!("{m}");
+    }
+    if !hostiles.is_empty() {
+        let mut seen = Hostile::default();
+        for h in hostiles {
+            seen.add(h.await.map_err(|e| e.to_string())?);
+        }
+        let answers: Vec<String> = seen
+            .answers
+            .iter()
+            .map(|(s, n)| format!("{n} x {s}"))
+            .collect();
+        println!(
+            "hostile clients: {} stalled bodies, {} slow-loris; answered {}; closed without an answer {}; connections refused {}",
+            args.stalled,
+            args.loris,
+            if answers.is_empty() {
+                "none".to_string()
+            } else {
+                answers.join(", ")
+            },
+            seen.closed,
+            seen.refused
+        );
     }
     // What a review costs the server, steadier than the rate on a shared machine.
     if let Some(cpu) = cpu.filter(|_| n > 0) {
