@@ -102,7 +102,17 @@ loadtest-wrk: certs loadtest-mix ## The same mix at full rate with wrk (apt-get 
 	@$(LOADTEST_WEBHOOK); \
 	FIXTURES=target/loadtest-mix wrk -t1 -c16 -d10s --latency -s webhook/examples/wrk-mix.lua https://127.0.0.1:18443
 
-fuzz: loadtest-mix ## Fuzz the webhook's review entry point for FUZZ_SECONDS (nightly and cargo-fuzz)
-	cd webhook && mkdir -p fuzz/corpus/review && cp tests/fixtures/*.json fuzz/corpus/review/ && \
+fuzz: loadtest-mix ## Fuzz every reader for FUZZ_SECONDS each (default 120): reviews, operator defaults, snapshots, alfredConfig, solve files (nightly)
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz
+	cd webhook && mkdir -p fuzz/corpus/review fuzz/corpus/operator_defaults && \
+	  cp tests/fixtures/*.json fuzz/corpus/review/ && \
 	  for f in ../target/loadtest-mix/*.json; do cp $$f fuzz/corpus/review/sent-$${f##*/}; done && \
-	  cargo +nightly fuzz run review -- -max_total_time=$${FUZZ_SECONDS:-300}
+	  cp ../manifests/webhook/inferenceservice-config.example.yaml fuzz/corpus/operator_defaults/ && \
+	  for t in review operator_defaults; do \
+	    cargo +nightly fuzz run $$t -- -max_total_time=$${FUZZ_SECONDS:-120} || exit 1; done
+	cd shared && mkdir -p fuzz/corpus/snapshot fuzz/corpus/config fuzz/corpus/solve && \
+	  cp ../manifests/examples/demo-cluster.yaml fuzz/corpus/snapshot/ && \
+	  cp ../manifests/examples/alfred-config-*.yaml fuzz/corpus/config/ && \
+	  cp ../manifests/examples/solve-drain.yaml fuzz/corpus/solve/ && \
+	  for t in snapshot config solve; do \
+	    cargo +nightly fuzz run $$t -- -max_total_time=$${FUZZ_SECONDS:-120} || exit 1; done

@@ -51,8 +51,17 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
 /// captured as it is made), else the clock.
 pub fn evaluation_time(args: &GlobalArgs, snapshot: &Snapshot) -> Result<Timestamp> {
     match args.now.as_deref() {
-        Some(text) => text.parse::<Timestamp>().with_context(|| {
-            format!("--now {text:?} is not an RFC 3339 time such as 2026-09-28T10:15:00Z")
+        Some(text) => text.parse::<Timestamp>().map_err(|e| {
+            // A well-formed time past what a timestamp holds is out of range, not malformed.
+            if k8s_openapi::jiff::fmt::temporal::Pieces::parse(text).is_ok() {
+                anyhow!(
+                    "--now {text:?} is out of range: times run from {} to {}",
+                    Timestamp::MIN,
+                    Timestamp::MAX
+                )
+            } else {
+                anyhow!("--now {text:?} is not an RFC 3339 time such as 2026-09-28T10:15:00Z: {e}")
+            }
         }),
         None => Ok(snapshot
             .info

@@ -15,7 +15,8 @@ use crate::rollout::{
 };
 use crate::simulate;
 use crate::snapshot::Snapshot;
-use crate::strategy::{self, OperatorDefaults, ResolvedStrategy};
+use crate::strategy::{self, OperatorDefaults, ResolvedStrategy, Source};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// Passes simulated at most; a rollout that needs more is reported as unfinished.
 const MAX_WAVES: usize = 100;
@@ -112,6 +113,49 @@ pub fn operator_defaults(snapshot: &Snapshot) -> Result<(OperatorDefaults, Strin
     }
 }
 
+/// A budget that is neither a count nor a percent stops the plan, naming where it is written,
+/// its field path and its value.
+fn check_budgets(
+    resolved: &ResolvedStrategy,
+    kind: ComponentKind,
+    w: &crate::cluster::Workload<'_>,
+    snapshot: &Snapshot,
+    defaults_source: &str,
+) -> Result<(), String> {
+    for (field, budget) in [
+        ("maxUnavailable", &resolved.max_unavailable),
+        ("maxSurge", &resolved.max_surge),
+    ] {
+        let Some(b) = budget else { continue };
+        let IntOrString::String(text) = &b.value else {
+            continue;
+        };
+        let Err(e) = strategy::percent_number(text) else {
+            continue;
+        };
+        let path = format!("lifecycle.updateStrategy.rollingUpdate.{field}");
+        let place = match b.source {
+            Source::InferenceService => {
+                format!(
+                    "InferenceService {}/{}, field spec.{kind}.{path}",
+                    w.namespace, w.name
+                )
+            }
+            Source::Runtime => match snapshot.runtime(w.namespace, w.isvc) {
+                Some((runtime, name, _)) => {
+                    format!("{runtime:?} {name}, field spec.{kind}Config.{path}")
+                }
+                None => format!("the runtime's spec.{kind}Config.{path}"),
+            },
+            Source::OperatorDefault | Source::Fallback => {
+                format!("operator defaults ({defaults_source}), updateStrategy.{kind}.{field}")
+            }
+        };
+        return Err(format!("{place}: {text:?} {e}"));
+    }
+    Ok(())
+}
+
 /// What to do about a hold, from the spec's "When a rollout doesn't move".
 pub fn advice(hold: &RolloutHold) -> String {
     let reason = hold.reason.as_str();
@@ -190,6 +234,7 @@ pub fn report(
         runtime.and_then(|s| s.lifecycle.as_ref()),
         &defaults,
     );
+    check_budgets(&resolved, kind, w, snapshot, &defaults_source)?;
     let replica = c.replica;
     let desired = replica
         .and_then(|r| r.spec.replicas)

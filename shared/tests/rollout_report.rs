@@ -189,3 +189,43 @@ fn an_in_place_update_that_lost_its_pod_is_finished_as_a_recreate() {
         ]
     );
 }
+
+/// A budget that is neither a count nor a percent names its object, field path and value,
+/// wherever it is written.
+#[test]
+fn a_bad_budget_names_where_it_is_written() {
+    let replica = json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "metadata": {"name": "chat-engine", "namespace": "prod"},
+         "spec": {"component": "engine", "parentRef": {"name": "chat"}, "replicas": 2, "runners": [{"name": "default"}]},
+         "status": {"currentRevision": "chat-engine-aaaaaaaa", "instanceStatuses": [row(0, json!({})), row(1, json!({}))]}});
+    let error = |items: Value| {
+        let snapshot = snapshot(items);
+        let config = Config::default();
+        let cluster = Cluster::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
+        let ctx = alfred::decision::Context::new(&cluster, &snapshot, &config);
+        match report(&ctx, "prod/chat", None, None) {
+            Ok(_) => panic!("a bad budget was planned with"),
+            Err(e) => e,
+        }
+    };
+    let in_isvc = error(json!([
+        {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "chat", "namespace": "prod"},
+         "spec": {"deploymentMode": "OMENative", "engine": {"minReplicas": 2,
+            "lifecycle": {"updateStrategy": {"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": "0"}}}}}},
+        replica.clone()
+    ]));
+    assert_eq!(
+        in_isvc,
+        "InferenceService prod/chat, field spec.engine.lifecycle.updateStrategy.rollingUpdate.maxUnavailable: \"0\" must be an integer count or a percent string like \"25%\""
+    );
+    let in_runtime = error(json!([
+        {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "chat", "namespace": "prod"},
+         "spec": {"deploymentMode": "OMENative", "runtime": {"name": "vllm"}, "engine": {"minReplicas": 2}}},
+        {"apiVersion": "ome.io/v1beta1", "kind": "ClusterServingRuntime", "metadata": {"name": "vllm"},
+         "spec": {"engineConfig": {"lifecycle": {"updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": "x%"}}}}}},
+        replica
+    ]));
+    assert_eq!(
+        in_runtime,
+        "ClusterServingRuntime vllm, field spec.engineConfig.lifecycle.updateStrategy.rollingUpdate.maxSurge: \"x%\" has a malformed percent value"
+    );
+}

@@ -128,6 +128,13 @@ pub enum DefaultsSource {
     ConfigMap { namespace: String, name: String },
 }
 
+/// OME's defaults from a ConfigMap manifest (YAML or JSON), as `--operator-defaults` reads it.
+pub fn defaults_from_manifest(text: &str) -> Result<OperatorDefaults, String> {
+    let config_map: ConfigMap =
+        alfred::input::read_one(text).map_err(|e| format!("not a ConfigMap manifest: {e}"))?;
+    OperatorDefaults::from_config_map(&config_map).map_err(|e| e.to_string())
+}
+
 /// A ConfigMap holds at most 1 MiB of data; its manifest, with room for layout.
 const MAX_DEFAULTS_FILE_BYTES: u64 = 4 << 20;
 
@@ -148,10 +155,7 @@ impl DefaultsSource {
                     ));
                 }
                 let text = tokio::fs::read_to_string(path).await.map_err(cannot)?;
-                let config_map: ConfigMap = alfred::input::read_one(&text)
-                    .map_err(|e| format!("{} is not a ConfigMap manifest: {e}", path.display()))?;
-                OperatorDefaults::from_config_map(&config_map)
-                    .map_err(|e| format!("{}: {e}", path.display()))
+                defaults_from_manifest(&text).map_err(|e| format!("{}: {e}", path.display()))
             }
             DefaultsSource::ConfigMap { namespace, name } => {
                 let client = client.ok_or("no API client to read the ConfigMap with")?;

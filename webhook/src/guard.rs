@@ -45,7 +45,7 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(90),
-            large_body_budget: 48 << 20,
+            large_body_budget: 32 << 20,
         }
     }
 }
@@ -244,8 +244,14 @@ pub async fn read_body(
     }
     let deadline = Instant::now() + limits.body_timeout;
     let mut body = body;
-    let mut held: Option<SemaphorePermit<'_>> = None;
-    let mut out = Vec::with_capacity(declared.map_or(SMALL_BODY, |n| n as usize).min(SMALL_BODY));
+    let mut held = Held {
+        budget: &budget.large,
+        permit: None,
+    };
+    // A declared length is reserved whole at once: a large body the budget cannot hold is
+    // refused before any of it is read, and its buffer never grows by doubling.
+    let mut out = Vec::new();
+    grow(&mut out, declared.map_or(0, |n| n as usize), &mut held)?;
     loop {
         let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
             Err(_) => {
@@ -273,24 +279,41 @@ pub async fn read_body(
         if total > limits.max_body {
             return Err(too_large());
         }
-        // Bytes past the small allowance are taken from the shared budget, never waited for.
-        let above = total.saturating_sub(SMALL_BODY) - out.len().saturating_sub(SMALL_BODY);
-        if above > 0 {
-            let more = u32::try_from(above)
-                .ok()
-                .and_then(|n| budget.large.try_acquire_many(n).ok())
-                .ok_or_else(|| {
-                    (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "the webhook holds as many large review bodies as --large-body-budget-bytes allows; retry"
-                            .to_string(),
-                    )
-                })?;
-            match held.as_mut() {
-                Some(permit) => permit.merge(more),
-                None => held = Some(more),
-            }
+        if total > out.capacity() {
+            let doubled = total.max(out.capacity() * 2).min(limits.max_body);
+            grow(&mut out, doubled, &mut held)?;
         }
         out.extend_from_slice(&data);
     }
+}
+
+/// The budget a request holds for its buffer's bytes above [`SMALL_BODY`].
+struct Held<'b> {
+    budget: &'b Semaphore,
+    permit: Option<SemaphorePermit<'b>>,
+}
+
+/// Grows the buffer to `capacity`, first taking what it adds above [`SMALL_BODY`] from the
+/// shared budget: never waited for, so a full budget is a 503 at once.
+fn grow(out: &mut Vec<u8>, capacity: usize, held: &mut Held<'_>) -> Result<(), Refusal> {
+    let above = |c: usize| c.saturating_sub(SMALL_BODY);
+    let more = above(capacity).saturating_sub(above(out.capacity()));
+    if more > 0 {
+        let permit = u32::try_from(more)
+            .ok()
+            .and_then(|n| held.budget.try_acquire_many(n).ok())
+            .ok_or_else(|| {
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the webhook holds as many large review bodies as --large-body-budget-bytes allows; retry"
+                        .to_string(),
+                )
+            })?;
+        match held.permit.as_mut() {
+            Some(p) => p.merge(permit),
+            None => held.permit = Some(permit),
+        }
+    }
+    out.reserve_exact(capacity.saturating_sub(out.len()));
+    Ok(())
 }

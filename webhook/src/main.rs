@@ -81,7 +81,7 @@ struct Args {
     idle_timeout: Duration,
     /// Bytes of review bodies above 64 KiB held at once, across all requests; past it a
     /// large review is answered 503. Bodies up to 64 KiB never wait for it.
-    #[arg(long, default_value_t = 48 << 20, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 32 << 20, value_parser = clap::value_parser!(u32).range(1..))]
     large_body_budget_bytes: u32,
     /// After SIGTERM, how long to report not-ready before closing, so endpoints drop us first.
     #[arg(long, default_value = "5s", value_parser = go_duration)]

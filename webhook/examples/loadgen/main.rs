@@ -8,7 +8,7 @@
 //!
 //! With `--stalled N` and `--loris N`, hostile clients run beside the measured load: each
 //! stalled client sends 7 MiB of an 8 MiB body and stops; each slow-loris client drips its
-//! headers a byte a second. Both reconnect whenever the webhook cuts them off.
+//! headers a byte a second. Both reconnect a second after the webhook cuts them off.
 //!
 //! `cargo run --release -p alfred-webhook --example loadgen -- --ca certs/ca.crt [--pid PID]`
 
@@ -376,7 +376,7 @@ impl Hostile {
 }
 
 /// One hostile client until `end`: `stall` sends 7 MiB of an 8 MiB body and waits; otherwise
-/// it drips its headers a byte a second. Reconnects whenever cut off.
+/// it drips its headers a byte a second. Reconnects a second after being cut off.
 async fn hostile(tls: TlsConnector, addr: SocketAddr, stall: bool, end: Instant) -> Hostile {
     let mut seen = Hostile::default();
     let head = format!(
@@ -425,6 +425,8 @@ async fn hostile(tls: TlsConnector, addr: SocketAddr, stall: bool, end: Instant)
             None if Instant::now() < end || sent.is_err() => seen.closed += 1,
             None => {}
         }
+        // Stalled clients come back, but not in a storm of handshakes.
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     seen
 }
@@ -496,16 +498,29 @@ async fn main() -> Result<(), String> {
         Duration::ZERO
     };
     let hostile_end = Instant::now() + settle + args.duration;
-    let hostiles: Vec<_> = (0..args.stalled + args.loris)
-        .map(|i| {
-            tokio::spawn(hostile(
-                tls.clone(),
-                args.addr,
-                i < args.stalled,
-                hostile_end,
-            ))
+    // On a thread of their own, so that the measured clients' latency is the webhook's.
+    let hostiles = (args.stalled + args.loris > 0).then(|| {
+        let (tls, addr, stalled, loris) = (tls.clone(), args.addr, args.stalled, args.loris);
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            runtime.map(|r| {
+                r.block_on(async move {
+                    let tasks: Vec<_> = (0..stalled + loris)
+                        .map(|i| tokio::spawn(hostile(tls.clone(), addr, i < stalled, hostile_end)))
+                        .collect();
+                    let mut seen = Hostile::default();
+                    for t in tasks {
+                        if let Ok(h) = t.await {
+                            seen.add(h);
+                        }
+                    }
+                    seen
+                })
+            })
         })
-        .collect();
+    });
     tokio::time::sleep(settle).await;
     let cpu_before = args.pid.and_then(cpu_seconds);
     let start = Instant::now() + Duration::from_millis(50);
@@ -571,11 +586,11 @@ async fn main() -> Result<(), String> {
     if let Some(m) = args.pid.and_then(memory) {
         println!("{m}");
     }
-    if !hostiles.is_empty() {
-        let mut seen = Hostile::default();
-        for h in hostiles {
-            seen.add(h.await.map_err(|e| e.to_string())?);
-        }
+    if let Some(hostiles) = hostiles {
+        let seen = hostiles
+            .join()
+            .map_err(|_| "the hostile clients' thread panicked".to_string())?
+            .map_err(|e| e.to_string())?;
         let answers: Vec<String> = seen
             .answers
             .iter()
