@@ -224,11 +224,20 @@ fn an_empty_snapshot_is_an_error() {
 /// what a time looks like.
 #[test]
 fn now_out_of_range_is_told_apart_from_malformed() {
-    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/examples/demo-cluster.yaml");
+    let demo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../manifests/examples/demo-cluster.yaml"
+    );
     let (ok, _, err) = alfred(&["pools", "-f", demo, "--now", "9999-12-31T23:59:59Z"]);
     assert!(!ok);
-    assert!(err.contains("--now \"9999-12-31T23:59:59Z\" is out of range: times run from"), "{err}");
+    assert!(
+        err.contains("--now \"9999-12-31T23:59:59Z\" is out of range: times run from"),
+        "{err}"
+    );
     let (ok, _, err) = alfred(&["pools", "-f", demo, "--now", "yesterday"]);
     assert!(!ok);
-    assert!(err.contains("is not an RFC 3339 time such as 2026-09-28T10:15:00Z"), "{err}");
+    assert!(
+        err.contains("is not an RFC 3339 time such as 2026-09-28T10:15:00Z"),
+        "{err}"
+    );
 }

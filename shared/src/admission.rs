@@ -15,6 +15,7 @@ use crate::api::component::ComponentKind;
 use crate::api::keys;
 use crate::api::lifecycle::{LifecycleSpec, RollingUpdate};
 use crate::api::runtime::RuntimeFields;
+use crate::input::quoted;
 use crate::migration;
 use crate::mode::{self, DeploymentMode, ModeSource};
 use crate::strategy::{self, OperatorDefaults, parse_percent};
@@ -58,7 +59,8 @@ fn check_budgets(path: &str, rolling: &RollingUpdate, zero_rule: bool) -> Result
                 Ok(p) => zero[i] = p == 0,
                 Err(e) => {
                     return Err(format!(
-                        "{path}.{field}={s:?} {e} (InvalidRollingUpdatePercent)"
+                        "{path}.{field}={} {e} (InvalidRollingUpdatePercent)",
+                        quoted(s)
                     ));
                 }
             },
@@ -125,7 +127,9 @@ fn check_inference_service(
         let omenative = DeploymentMode::OmeNative.as_str();
         if (engine == omenative || decoder == omenative) && engine != decoder {
             return Err(format!(
-                "InvalidDeploymentModeCombination: engine deploymentMode={engine:?} does not match decoder deploymentMode={decoder:?}; when either is OMENative, both must use the same value"
+                "InvalidDeploymentModeCombination: engine deploymentMode={} does not match decoder deploymentMode={}; when either is OMENative, both must use the same value",
+                quoted(engine),
+                quoted(decoder)
             ));
         }
     }
@@ -161,8 +165,8 @@ fn check_inference_service(
             .is_some_and(|k| new.spec.component(k).is_some());
         if !known {
             return Err(format!(
-                "migration request {uuid}: component {:?} is not a component of this InferenceService",
-                request.component
+                "migration request {uuid}: component {} is not a component of this InferenceService",
+                quoted(&request.component)
             ));
         }
         if request.instance < 0 {

@@ -25,7 +25,7 @@ impl SpotPolicy {
 
 /// A refused annotation value: names the annotation, the value and what is accepted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("annotation {key}={value:?} is invalid: {accepted}")]
+#[error("annotation {key}={} is invalid: {accepted}", crate::input::quoted(.value))]
 pub struct AnnotationError {
     pub key: &'static str,
     pub value: String,

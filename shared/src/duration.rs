@@ -5,7 +5,10 @@ use k8s_openapi::jiff::SignedDuration;
 /// Parses a Go duration string. Returns a message saying what was wrong on failure.
 pub fn parse_go_duration(text: &str) -> Result<SignedDuration, String> {
     let invalid = || {
-        format!("invalid duration {text:?} (use Go syntax such as \"90s\", \"5m\" or \"1h30m\")")
+        format!(
+            "invalid duration {} (use Go syntax such as \"90s\", \"5m\" or \"1h30m\")",
+            crate::input::quoted(text)
+        )
     };
     let (negative, mut rest) = match text.strip_prefix('-') {
         Some(r) => (true, r),

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::input::quoted;
+
 pub const SCHEMA_VERSION: &str = "v1";
 
 /// One request. Unknown extra fields are ignored, as OME ignores them.
@@ -26,11 +28,12 @@ pub struct MigrationRequest {
 
 /// Reads a request payload: the JSON error, or `UnsupportedSchemaVersion: "<v>"`.
 pub fn parse_request(payload: &str) -> Result<MigrationRequest, String> {
-    let request: MigrationRequest = serde_json::from_str(payload).map_err(|e| e.to_string())?;
+    let request: MigrationRequest =
+        serde_json::from_str(payload).map_err(|e| crate::input::cut_message(&e.to_string()))?;
     if request.schema_version != SCHEMA_VERSION {
         return Err(format!(
-            "UnsupportedSchemaVersion: {:?}",
-            request.schema_version
+            "UnsupportedSchemaVersion: {}",
+            quoted(&request.schema_version)
         ));
     }
     Ok(request)
@@ -55,8 +58,8 @@ pub fn validate_request(request: &MigrationRequest, payload: &str) -> Result<(),
     }
     if crate::api::component::ComponentKind::parse(&request.component).is_none() {
         return Err(format!(
-            "component {:?} is not engine, decoder or router",
-            request.component
+            "component {} is not engine, decoder or router",
+            quoted(&request.component)
         ));
     }
     if request.instance < 0 {
@@ -64,7 +67,10 @@ pub fn validate_request(request: &MigrationRequest, payload: &str) -> Result<(),
     }
     let from = request.from_node.as_deref().unwrap_or_default();
     if !crate::names::is_dns1123_subdomain(from) {
-        return Err(format!("from_node {from:?} is not a DNS-1123 subdomain"));
+        return Err(format!(
+            "from_node {} is not a DNS-1123 subdomain",
+            quoted(from)
+        ));
     }
     if request.hint_target_nodes.len() > MAX_HINTS {
         return Err(format!("more than {MAX_HINTS} hint target nodes"));
@@ -72,14 +78,18 @@ pub fn validate_request(request: &MigrationRequest, payload: &str) -> Result<(),
     for (i, hint) in request.hint_target_nodes.iter().enumerate() {
         if !crate::names::is_dns1123_subdomain(hint) {
             return Err(format!(
-                "hint target node {hint:?} is not a DNS-1123 subdomain"
+                "hint target node {} is not a DNS-1123 subdomain",
+                quoted(hint)
             ));
         }
         if hint == from {
-            return Err(format!("hint target node {hint:?} is the source node"));
+            return Err(format!(
+                "hint target node {} is the source node",
+                quoted(hint)
+            ));
         }
         if request.hint_target_nodes[..i].contains(hint) {
-            return Err(format!("hint target node {hint:?} is listed twice"));
+            return Err(format!("hint target node {} is listed twice", quoted(hint)));
         }
     }
     if payload.len() > MAX_PAYLOAD_BYTES {

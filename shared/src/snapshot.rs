@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::jiff::Timestamp;
-use serde::de::{DeserializeOwned, Error as _, IgnoredAny, MapAccess, Visitor};
+use serde::de::{Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::api::core::{ControllerRevision, Node, Pod};
-use crate::input::without_position;
+use crate::input::located;
 
 mod parallel;
 use crate::api::component::ComponentKind;
@@ -129,6 +129,7 @@ struct ItemType {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "a Kubernetes object (a mapping with apiVersion, kind and metadata)")]
 struct Header {
     #[serde(default, rename = "apiVersion")]
     api_version: Option<String>,
@@ -139,6 +140,7 @@ struct Header {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "object metadata (a mapping with name and namespace)")]
 struct HeaderMeta {
     #[serde(default)]
     name: Option<String>,
@@ -373,15 +375,11 @@ impl Snapshot {
         };
         let refused = |(object, path, message)| err(Some(object), Some(path), message);
         // Else another kind, an unusual key order, or an error to locate.
-        if let Ok(core) = serde_json::from_str::<CoreObject>(json) {
+        if let Ok(core) = crate::input::from_json::<CoreObject>(json) {
             return self.push_core(core).map_err(refused);
         }
-        let header: Header = serde_json::from_str(json).map_err(|e| {
-            err(
-                None,
-                None,
-                format!("not a Kubernetes object: {}", without_position(&e)),
-            )
+        let header: Header = located(json).map_err(|(path, message)| {
+            err(None, path, format!("not a Kubernetes object: {message}"))
         })?;
         let (kind, api_version) = match (header.kind, implied) {
             (Some(kind), _) => (kind, header.api_version.unwrap_or_default()),
@@ -404,19 +402,27 @@ impl Snapshot {
         };
         macro_rules! push {
             ($field:ident) => {{
-                self.$field
-                    .push(typed(json).map_err(|(path, message)| err(Some(object), path, message))?)
+                if name.is_empty() {
+                    return Err(err(
+                        Some(object),
+                        Some("metadata.name".into()),
+                        CUT_SHORT.into(),
+                    ));
+                }
+                self.$field.push(
+                    located(json).map_err(|(path, message)| err(Some(object), path, message))?,
+                )
             }};
         }
         match (group, kind.as_str()) {
             ("", "Node") => {
                 let node =
-                    typed(json).map_err(|(path, message)| err(Some(object), path, message))?;
+                    located(json).map_err(|(path, message)| err(Some(object), path, message))?;
                 self.push_core(CoreObject::Node(node)).map_err(refused)?;
             }
             ("", "Pod") => {
                 let pod =
-                    typed(json).map_err(|(path, message)| err(Some(object), path, message))?;
+                    located(json).map_err(|(path, message)| err(Some(object), path, message))?;
                 self.push_core(CoreObject::Pod(pod)).map_err(refused)?;
             }
             ("", "PersistentVolumeClaim") => push!(persistent_volume_claims),
@@ -430,15 +436,16 @@ impl Snapshot {
             ("ome.io", "ClusterBaseModel") => push!(cluster_base_models),
             ("apps", "ControllerRevision") => {
                 let revision: ControllerRevision =
-                    typed(json).map_err(|(path, message)| err(Some(object), path, message))?;
+                    located(json).map_err(|(path, message)| err(Some(object), path, message))?;
                 match revision.owner("InferenceReplica") {
                     Some(_) => self.controller_revisions.push(revision),
                     None => *self.skipped.entry(kind).or_default() += 1,
                 }
             }
             ("alfred.ome.io", SNAPSHOT_INFO_KIND) => {
-                self.info =
-                    Some(typed(json).map_err(|(path, message)| err(Some(object), path, message))?)
+                self.info = Some(
+                    located(json).map_err(|(path, message)| err(Some(object), path, message))?,
+                )
             }
             _ => *self.skipped.entry(kind).or_default() += 1,
         }
@@ -452,15 +459,30 @@ impl Snapshot {
     fn push_core(&mut self, core: CoreObject) -> Result<(), (String, String, String)> {
         match core {
             CoreObject::Node(node) => {
+                let object = || format!("Node {}", node.metadata.name);
+                if node.metadata.name.is_empty() {
+                    return Err((object(), "metadata.name".into(), CUT_SHORT.into()));
+                }
                 if let Some((path, why)) = crate::cluster::node_gpu_problem(&node) {
-                    return Err((format!("Node {}", node.metadata.name), path, why));
+                    return Err((object(), path, why));
                 }
                 self.nodes.push(node);
             }
             CoreObject::Pod(pod) => {
+                let m = &pod.metadata;
+                let object = || format!("Pod {}/{}", m.namespace, m.name);
+                if m.name.is_empty() {
+                    return Err((object(), "metadata.name".into(), CUT_SHORT.into()));
+                }
+                if pod.spec.containers.is_empty() {
+                    return Err((
+                        object(),
+                        "spec.containers".into(),
+                        "empty; every pod the API server holds has a container, so the file may be cut short".into(),
+                    ));
+                }
                 if let Some((path, why)) = crate::cluster::pod_gpu_problem(&pod) {
-                    let m = &pod.metadata;
-                    return Err((format!("Pod {}/{}", m.namespace, m.name), path, why));
+                    return Err((object(), path, why));
                 }
                 self.pods.push(pod);
             }
@@ -468,6 +490,10 @@ impl Snapshot {
         Ok(())
     }
 }
+
+/// What a missing name says: the API server returns every object with one.
+const CUT_SHORT: &str =
+    "missing; every object the API server returns has a name, so the file may be cut short";
 
 /// Nodes and pods, most of a large snapshot, read in one pass. `apiVersion` and `kind` come
 /// before `metadata`, `spec` and `status` in everything the API server and kubectl print, so the
@@ -529,20 +555,6 @@ impl<'de> Visitor<'de> for CoreObjectVisitor {
         }
         object.ok_or_else(not_core)
     }
-}
-
-/// Deserializes one object, reporting the field path of the first error. Path tracking halves
-/// the parse speed, so it runs only to locate an error the plain parse found.
-fn typed<T: DeserializeOwned>(json: &str) -> Result<T, (Option<String>, String)> {
-    if let Ok(value) = serde_json::from_str(json) {
-        return Ok(value);
-    }
-    let mut de = serde_json::Deserializer::from_str(json);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let path = (path != ".").then_some(path);
-        (path, without_position(e.inner()))
-    })
 }
 
 /// Feeds each document to `f` as checked JSON text, with its 1-based index.

@@ -188,7 +188,8 @@ impl OperatorDefaults {
                     .filter(|d| d.is_positive())
                     .ok_or_else(|| {
                         DefaultsError(format!(
-                            "{OPERATOR_CONFIG_MAP} key lifecycle: stuckPodGracePeriod {text:?} is not a positive duration such as 60s"
+                            "{OPERATOR_CONFIG_MAP} key lifecycle: stuckPodGracePeriod {} is not a positive duration such as 60s",
+                            crate::input::quoted(&text)
                         ))
                     })
             })
@@ -216,7 +217,8 @@ impl OperatorDefaults {
                     IntOrString::String(s) => {
                         percent_number(s).map_err(|e| {
                             DefaultsError(format!(
-                                "operator default updateStrategy.{kind}.{field}={s:?}: {e}"
+                                "operator default updateStrategy.{kind}.{field}={}: {e}",
+                                crate::input::quoted(s)
                             ))
                         })? > 0
                     }

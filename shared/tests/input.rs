@@ -162,3 +162,63 @@ fn a_file_holds_one_config() {
     let e = config_error("mode: recommend\n---\nmode: execute\n");
     assert!(e.contains("2 documents"), "{e}");
 }
+
+#[test]
+fn a_struct_given_as_a_list_is_refused_at_any_depth() {
+    let e = snapshot_error(
+        "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {name: a, namespace: b}\nspec:\n  engine:\n    lifecycle:\n      updateStrategy: {type: RecreatePod, rollingUpdate: [1, 2]}\n",
+    );
+    assert!(
+        e.contains(
+            "field spec.engine.lifecycle.updateStrategy.rollingUpdate: invalid type: sequence"
+        ),
+        "{e}"
+    );
+    let e = snapshot_error("apiVersion: v1\nkind: Node\nmetadata: []\n");
+    assert!(
+        e.contains("field metadata: not a Kubernetes object: invalid type: sequence"),
+        "{e}"
+    );
+    assert!(config_error("policies: [1]\n").contains("policies: invalid type: sequence"));
+    let e = solve_error("assignment: {h: [t]}\nsolver: [10, 5]\n");
+    assert!(e.contains("solver: invalid type: sequence"), "{e}");
+}
+
+#[test]
+fn a_wrong_typed_header_field_is_named() {
+    let e = snapshot_error("apiVersion: v1\nkind: {}\nmetadata: {name: a}\n");
+    assert!(
+        e.starts_with("document 1, field kind: not a Kubernetes object"),
+        "{e}"
+    );
+    let e = snapshot_error(
+        "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {name: a, namespace: [1]}\n",
+    );
+    assert!(
+        e.contains("field metadata.namespace: not a Kubernetes object"),
+        "{e}"
+    );
+}
+
+/// A file cut short leaves objects no API server holds: one without a name, a pod without a
+/// container. Those are errors, not silently smaller objects.
+#[test]
+fn objects_a_cut_file_leaves_are_refused() {
+    let demo = include_str!("../../manifests/examples/demo-cluster.yaml");
+    let cut = demo.find("kind: Pod").expect("the demo has pods");
+    // The list cut right after the pod's `kind`: its metadata is gone.
+    let e = snapshot_error(&demo[..cut + "kind: Pod\n".len()]);
+    assert!(
+        e.contains("field metadata.name: missing; every object the API server returns has a name"),
+        "{e}"
+    );
+    let e = snapshot_error("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: n}\nspec:\n");
+    assert!(
+        e.contains("(Pod n/p), field spec.containers: empty;"),
+        "{e}"
+    );
+    let e = snapshot_error(
+        "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {namespace: n}\n",
+    );
+    assert!(e.contains("field metadata.name: missing"), "{e}");
+}

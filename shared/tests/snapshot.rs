@@ -333,8 +333,8 @@ fn an_object_held_twice_is_refused_naming_both_places() {
     );
     // YAML, and the same name in another namespace or of another kind is no repeat.
     let yaml = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\n\
-                apiVersion: v1\nkind: Pod\nmetadata: {name: n1, namespace: a}\n---\n\
-                apiVersion: v1\nkind: Pod\nmetadata: {name: n1, namespace: b}\n";
+                apiVersion: v1\nkind: Pod\nmetadata: {name: n1, namespace: a}\nspec: {containers: [{name: c}]}\n---\n\
+                apiVersion: v1\nkind: Pod\nmetadata: {name: n1, namespace: b}\nspec: {containers: [{name: c}]}\n";
     assert_eq!(Snapshot::parse(yaml).unwrap().pods.len(), 2);
     let twice = format!("{yaml}---\napiVersion: v1\nkind: Node\nmetadata: {{name: n1}}\n");
     let e = Snapshot::parse(&twice).unwrap_err().to_string();

@@ -189,8 +189,12 @@ pub struct Answer {
 
 /// Reads a review body; Err is a body that is not an AdmissionReview v1 (HTTP 400).
 pub fn parse(body: &[u8]) -> Result<Parsed, String> {
-    let review: Envelope = serde_json::from_slice(body)
-        .map_err(|e| format!("the body is not an AdmissionReview: {e}"))?;
+    let review: Envelope = serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "the body is not an AdmissionReview: {}",
+            alfred::input::cut_message(&e.to_string())
+        )
+    })?;
     if review.api_version != "admission.k8s.io/v1" || review.kind != "AdmissionReview" {
         return Err(format!(
             "unsupported {:?} of apiVersion {:?}; register the webhook with admissionReviewVersions: [v1]",

@@ -133,7 +133,12 @@ impl Sent {
             "InferenceReplica" => self.replica(),
             _ => return None,
         };
-        Some(object.map_err(|e| format!("cannot read the {kind}: {e}")))
+        Some(object.map_err(|e| {
+            format!(
+                "cannot read the {kind}: {}",
+                alfred::input::cut_message(&e.to_string())
+            )
+        }))
     }
 
     fn spec(&self) -> Result<&SentSpec, String> {
@@ -227,7 +232,10 @@ fn typed<T: DeserializeOwned>(
 ) -> Result<Option<T>, String> {
     value
         .as_ref()
-        .map(|v| T::deserialize(v).map_err(|e| format!("{path}: {e}")))
+        .map(|v| {
+            T::deserialize(v)
+                .map_err(|e| format!("{path}: {}", alfred::input::cut_message(&e.to_string())))
+        })
         .transpose()
 }
 

@@ -511,3 +511,38 @@ fn a_create_or_update_without_its_object_is_refused() {
         }
     }
 }
+
+/// A huge value is quoted cut, with its length, in the refusal (and so in the log line), and
+/// a huge wrong-typed value in an unreadable review likewise.
+#[test]
+fn echoed_values_are_cut() {
+    let path = format!(
+        "{}/tests/fixtures/isvc-update-bad-cooldown.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut body: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let huge = "9".repeat(7 << 20);
+    body["request"]["object"]["metadata"]["annotations"]["alfred.ome.io/cooldown-minutes"] =
+        json!(huge);
+    let chart = OperatorDefaults::chart();
+    let ctx = Context {
+        defaults: Some(&chart),
+        default_inference_services: false,
+    };
+    let out = review(body.to_string().as_bytes(), Hook::Validate, &ctx, |_| {
+        Ok(None)
+    })
+    .unwrap();
+    let answer: Value = serde_json::from_slice(&out.body).unwrap();
+    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert!(message.len() < 1000, "{} bytes", message.len());
+    assert!(message.contains("... (7340032 bytes)"), "{message}");
+
+    body["request"]["object"]["spec"] = json!(huge);
+    let error = review(body.to_string().as_bytes(), Hook::Validate, &ctx, |_| {
+        Ok(None)
+    })
+    .map(|a| String::from_utf8_lossy(&a.body).into_owned())
+    .unwrap_or_else(|e| e);
+    assert!(error.len() < 2000, "{} bytes", error.len());
+}

@@ -30,13 +30,15 @@ pub(super) fn read_list(document: usize, json: &str) -> Result<Option<Snapshot>,
         0
     };
     let (batches, queue) = channel::<Batch>();
+    // The top-level key whose value could not be read, for the error's field path.
+    let failed = std::cell::Cell::new(None);
     let queue = Mutex::new(queue);
     let (scanned, mut parts) = std::thread::scope(|scope| {
         let readers: Vec<_> = (0..workers)
             .map(|_| scope.spawn(|| read_batches(document, &queue)))
             .collect();
         // The scan owns the sender, so the queue closes when the scan ends.
-        let scanned = scan(json, batches);
+        let scanned = scan(json, batches, &failed);
         let mut parts = read_batches(document, &queue);
         for reader in readers {
             parts.extend(
@@ -47,8 +49,9 @@ pub(super) fn read_list(document: usize, json: &str) -> Result<Option<Snapshot>,
         }
         (scanned, parts)
     });
-    let (kind, has_items) = scanned.map_err(|e| {
-        SnapshotError::in_document(
+    let (kind, has_items) = scanned.map_err(|e| SnapshotError {
+        path: failed.get().map(String::from),
+        ..SnapshotError::in_document(
             document,
             format!("not a Kubernetes object: {}", without_position(&e)),
         )
@@ -93,18 +96,20 @@ fn read_batches(document: usize, queue: &Mutex<Receiver<Batch>>) -> Vec<Part> {
 fn scan<'a>(
     json: &'a str,
     batches: Sender<Batch<'a>>,
+    failed: &std::cell::Cell<Option<&'static str>>,
 ) -> serde_json::Result<(Option<String>, bool)> {
     let mut de = serde_json::Deserializer::from_str(json);
-    let scanned = de.deserialize_map(Envelope { batches })?;
+    let scanned = de.deserialize_map(Envelope { batches, failed })?;
     de.end()?;
     Ok(scanned)
 }
 
-struct Envelope<'a> {
+struct Envelope<'a, 'f> {
     batches: Sender<Batch<'a>>,
+    failed: &'f std::cell::Cell<Option<&'static str>>,
 }
 
-impl<'de> Visitor<'de> for Envelope<'de> {
+impl<'de> Visitor<'de> for Envelope<'de, '_> {
     type Value = (Option<String>, bool);
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -115,8 +120,14 @@ impl<'de> Visitor<'de> for Envelope<'de> {
         let (mut kind, mut api_version, mut has_items) = (None::<String>, None::<String>, false);
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             match key.as_ref() {
-                "kind" => kind = map.next_value()?,
-                "apiVersion" => api_version = map.next_value()?,
+                "kind" => {
+                    self.failed.set(Some("kind"));
+                    kind = map.next_value()?;
+                }
+                "apiVersion" => {
+                    self.failed.set(Some("apiVersion"));
+                    api_version = map.next_value()?;
+                }
                 "items" if !has_items => {
                     // The API server's `NodeList` leaves `kind` out of its items; it comes
                     // before them, so the items' type is known by then.
@@ -129,16 +140,19 @@ impl<'de> Visitor<'de> for Envelope<'de> {
                         }),
                         _ => None,
                     };
+                    self.failed.set(Some("items"));
                     has_items = map.next_value_seed(Items {
                         batches: &self.batches,
                         implied,
                     })?
                 }
                 _ => {
+                    self.failed.set(None);
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
+        self.failed.set(None);
         Ok((kind, has_items))
     }
 }

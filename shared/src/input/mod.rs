@@ -11,6 +11,9 @@ use std::fmt::Write as _;
 use serde::de::{DeserializeOwned, DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+mod strict;
+pub use strict::Strict;
+
 /// The largest file or standard input a reader takes. A JSON snapshot needs about twice its size
 /// in memory while read, a YAML one about three times.
 pub const MAX_INPUT_BYTES: u64 = 2 << 30;
@@ -117,25 +120,68 @@ pub fn read_one<T: DeserializeOwned>(text: &str) -> Result<T, InputError> {
 
 /// Deserializes checked JSON text, naming the field path of the first error.
 pub fn typed<T: DeserializeOwned>(json: &str) -> Result<T, InputError> {
-    let mut de = serde_json::Deserializer::from_str(json);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let message = without_position(e.inner());
-        InputError::new(if path == "." {
-            message
-        } else {
-            format!("{path}: {message}")
+    located(json).map_err(|(path, message)| {
+        InputError::new(match path {
+            Some(path) => format!("{path}: {message}"),
+            None => message,
         })
     })
 }
 
-/// serde_json's message without "at line L column C", which would point inside one value.
+/// Deserializes checked JSON text, structs from mappings only ([`Strict`]). Err is the field
+/// path of the first error (None at the top) and what is wrong. Path tracking halves the
+/// speed, so it runs only to locate an error the plain read found.
+pub fn located<T: DeserializeOwned>(json: &str) -> Result<T, (Option<String>, String)> {
+    if let Ok(value) = from_json(json) {
+        return Ok(value);
+    }
+    let mut de = serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(Strict(&mut de)).map_err(|e| {
+        let path = e.path().to_string();
+        ((path != ".").then_some(path), without_position(e.inner()))
+    })
+}
+
+/// Deserializes JSON text, structs from mappings only ([`Strict`]).
+pub fn from_json<'a, T: Deserialize<'a>>(json: &'a str) -> serde_json::Result<T> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let value = T::deserialize(Strict(&mut de))?;
+    de.end()?;
+    Ok(value)
+}
+
+/// serde_json's message without "at line L column C", which would point inside one value,
+/// and [`cut`] (its messages quote the value they refuse).
 pub fn without_position(e: &serde_json::Error) -> String {
     let text = e.to_string();
-    match text.rfind(" at line ") {
-        Some(at) => text[..at].to_string(),
-        None => text,
+    let text = text.rfind(" at line ").map_or(&*text, |at| &text[..at]);
+    cut(text, MESSAGE_CHARS)
+}
+
+/// How much of a value a message quotes, and of a message built on a library's.
+const VALUE_CHARS: usize = 200;
+const MESSAGE_CHARS: usize = 1000;
+
+/// A value from the input as a message quotes it: past 200 characters it is cut and its
+/// length given, so a 7 MiB annotation is not echoed whole into logs and answers.
+pub fn quoted(value: &str) -> String {
+    match value.char_indices().nth(VALUE_CHARS) {
+        None => format!("{value:?}"),
+        Some((at, _)) => format!("{:?}... ({} bytes)", &value[..at], value.len()),
     }
+}
+
+/// A message that may hold input (a library's error), cut past `chars` characters.
+pub fn cut(message: &str, chars: usize) -> String {
+    match message.char_indices().nth(chars) {
+        None => message.to_string(),
+        Some((at, _)) => format!("{}... ({} bytes in all)", &message[..at], message.len()),
+    }
+}
+
+/// [`cut`] at the length a message built on a library's error may have.
+pub fn cut_message(message: &str) -> String {
+    cut(message, MESSAGE_CHARS)
 }
 
 fn json_error(e: &serde_json::Error, what: &str) -> InputError {
@@ -420,23 +466,35 @@ impl<'de> Deserialize<'de> for Key {
 /// and nesting past [`MAX_DEPTH`]. Errors name the path of the object.
 pub fn check_json(json: &str) -> Result<(), InputError> {
     let mut de = serde_json::Deserializer::from_str(json);
-    let mut path = Vec::new();
+    let (mut path, mut keys) = (Vec::new(), Vec::new());
     Check {
         path: &mut path,
-        depth: 0,
+        keys: &mut keys,
     }
     .deserialize(&mut de)
     .map_err(|e| json_error(&e, "not valid JSON"))
 }
 
+/// One step of a path: an object's key or an array's index.
+enum Segment<'de> {
+    Key(Cow<'de, str>),
+    Index(usize),
+}
+
 /// `spec.containers[0]`, or "the top level".
-fn path_text(path: &[Cow<str>]) -> String {
+fn path_text(path: &[Segment]) -> String {
     let mut out = String::new();
     for segment in path {
-        if !out.is_empty() && !segment.starts_with('[') {
-            out.push('.');
+        match segment {
+            Segment::Key(key) if out.is_empty() => out.push_str(key),
+            Segment::Key(key) => {
+                out.push('.');
+                out.push_str(key);
+            }
+            Segment::Index(i) => {
+                let _ = write!(out, "[{i}]");
+            }
         }
-        out.push_str(segment);
     }
     if out.is_empty() {
         out.push_str("the top level");
@@ -466,23 +524,33 @@ impl<'de> Deserialize<'de> for KeyText<'de> {
     }
 }
 
+/// The walk: the path so far (its length is the depth), and the keys of every object open
+/// along it, each object's above its parent's (one stack, so no allocation per object).
 struct Check<'p, 'de> {
-    path: &'p mut Vec<Cow<'de, str>>,
-    depth: usize,
+    path: &'p mut Vec<Segment<'de>>,
+    keys: &'p mut Vec<Cow<'de, str>>,
 }
 
 impl<'de> Check<'_, 'de> {
-    fn nested<E: serde::de::Error>(&mut self) -> Result<Check<'_, 'de>, E> {
-        if self.depth >= MAX_DEPTH {
+    /// The value at `segment`, walked by `f`.
+    fn nested<E: serde::de::Error, T>(
+        &mut self,
+        segment: Segment<'de>,
+        f: impl FnOnce(Check<'_, 'de>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        if self.path.len() >= MAX_DEPTH {
             return Err(E::custom(format!(
                 "nested deeper than {MAX_DEPTH} levels at {}",
                 path_text(self.path)
             )));
         }
-        Ok(Check {
+        self.path.push(segment);
+        let result = f(Check {
             path: self.path,
-            depth: self.depth + 1,
-        })
+            keys: self.keys,
+        });
+        self.path.pop();
+        result
     }
 }
 
@@ -520,27 +588,24 @@ impl<'de> Visitor<'de> for Check<'_, 'de> {
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
-        let mut index = 0usize;
-        loop {
-            self.path.push(Cow::Owned(format!("[{index}]")));
-            let more = seq.next_element_seed(self.nested()?)?.is_some();
-            self.path.pop();
-            if !more {
-                return Ok(());
+        for index in 0.. {
+            let more = self.nested(Segment::Index(index), |c| seq.next_element_seed(c))?;
+            if more.is_none() {
+                break;
             }
-            index += 1;
         }
+        Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        let first = self.keys.len();
         // Most objects have a few keys: a scan beats hashing until there are many.
-        let mut keys: Vec<Cow<'de, str>> = Vec::new();
         let mut many: HashSet<Cow<'de, str>> = HashSet::new();
         while let Some(KeyText(key)) = map.next_key()? {
-            let seen = if keys.len() < 16 {
-                keys.contains(&key)
+            let seen = if self.keys.len() - first < 16 {
+                self.keys[first..].contains(&key)
             } else {
                 if many.is_empty() {
-                    many.extend(keys.iter().cloned());
+                    many.extend(self.keys[first..].iter().cloned());
                 }
                 !many.insert(key.clone())
             };
@@ -550,11 +615,10 @@ impl<'de> Visitor<'de> for Check<'_, 'de> {
                     path_text(self.path)
                 )));
             }
-            self.path.push(key.clone());
-            map.next_value_seed(self.nested()?)?;
-            self.path.pop();
-            keys.push(key);
+            self.keys.push(key.clone());
+            self.nested(Segment::Key(key), |c| map.next_value_seed(c))?;
         }
+        self.keys.truncate(first);
         Ok(())
     }
 }
