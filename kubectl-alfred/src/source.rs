@@ -73,15 +73,28 @@ pub fn evaluation_time(args: &GlobalArgs, snapshot: &Snapshot) -> Result<Timesta
 /// A file's text; `-` is standard input. `what` names the file in errors. Text past
 /// [`MAX_INPUT_BYTES`] is refused before it fills memory.
 pub fn read_text(path: &str, what: &str) -> Result<String> {
+    let too_large = |name: &str| {
+        anyhow!(
+            "{name} is larger than {} GiB, the most Alfred reads; `kubectl alfred snapshot` captures only the kinds Alfred reads",
+            MAX_INPUT_BYTES >> 30
+        )
+    };
     let (reader, name): (Box<dyn Read>, String) = if path == "-" {
         (
             Box::new(std::io::stdin()),
             format!("the {what} from standard input"),
         )
     } else {
-        let file =
-            std::fs::File::open(path).with_context(|| format!("reading {what} file {path}"))?;
-        (Box::new(file), format!("{what} file {path}"))
+        let name = format!("{what} file {path}");
+        let file = std::fs::File::open(path).with_context(|| format!("reading {name}"))?;
+        // A file says its size: refused before a byte is read. A pipe is counted as it comes.
+        if file
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.len() > MAX_INPUT_BYTES)
+        {
+            return Err(too_large(&name));
+        }
+        (Box::new(file), name)
     };
     let mut text = String::new();
     reader
@@ -89,10 +102,7 @@ pub fn read_text(path: &str, what: &str) -> Result<String> {
         .read_to_string(&mut text)
         .with_context(|| format!("reading {name}"))?;
     if text.len() as u64 > MAX_INPUT_BYTES {
-        bail!(
-            "{name} is larger than {} GiB, the most Alfred reads; `kubectl alfred snapshot` captures only the kinds Alfred reads",
-            MAX_INPUT_BYTES >> 30
-        );
+        return Err(too_large(&name));
     }
     Ok(text)
 }

@@ -241,3 +241,24 @@ fn now_out_of_range_is_told_apart_from_malformed() {
         "{err}"
     );
 }
+
+/// A file past the documented size is refused before it is read (a sparse 3 GiB file here).
+#[test]
+fn a_file_past_the_size_limit_is_refused_unread() {
+    let dir = std::env::temp_dir().join(format!("alfred-huge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("huge.yaml");
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(3 << 30)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (ok, _, err) = alfred(&["pools", "-f", &path.display().to_string()]);
+    assert!(!ok);
+    assert!(
+        err.contains("is larger than 2 GiB, the most Alfred reads"),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
