@@ -12,13 +12,13 @@ use serde::de::{DeserializeOwned, DeserializeSeed, Error as _, MapAccess, SeqAcc
 use serde::{Deserialize, Deserializer};
 
 mod strict;
-pub use strict::Strict;
+use strict::Strict;
 
 /// The largest file or standard input a reader takes. A JSON snapshot needs about twice its size
 /// in memory while read, a YAML one about three times.
 pub const MAX_INPUT_BYTES: u64 = 2 << 30;
-/// The deepest nesting of mappings and lists. The API server's objects stay under 30 levels
-/// (CRD schemas under 50); deeper input would only cost stack.
+/// The deepest nesting of mappings and lists. The objects Alfred reads stay under 30 levels
+/// (OME's CRDs, 20); deeper input would only cost stack.
 pub const MAX_DEPTH: usize = 64;
 /// What aliases may add to a YAML document beyond its own size.
 const ALIAS_ALLOWANCE: usize = 64 << 10;
@@ -51,7 +51,7 @@ impl InputError {
 }
 
 /// True when the text is JSON (its first character opens an object or array).
-pub fn is_json(text: &str) -> bool {
+fn is_json(text: &str) -> bool {
     text.trim_start().starts_with(['{', '['])
 }
 
@@ -119,7 +119,7 @@ pub fn read_one<T: DeserializeOwned>(text: &str) -> Result<T, InputError> {
 }
 
 /// Deserializes checked JSON text, naming the field path of the first error.
-pub fn typed<T: DeserializeOwned>(json: &str) -> Result<T, InputError> {
+fn typed<T: DeserializeOwned>(json: &str) -> Result<T, InputError> {
     located(json).map_err(|(path, message)| {
         InputError::new(match path {
             Some(path) => format!("{path}: {message}"),
@@ -151,11 +151,10 @@ pub fn from_json<'a, T: Deserialize<'a>>(json: &'a str) -> serde_json::Result<T>
 }
 
 /// serde_json's message without "at line L column C", which would point inside one value,
-/// and [`cut`] (its messages quote the value they refuse).
+/// and cut as [`cut_message`] cuts (its messages quote the value they refuse).
 pub fn without_position(e: &serde_json::Error) -> String {
     let text = e.to_string();
-    let text = text.rfind(" at line ").map_or(&*text, |at| &text[..at]);
-    cut(text, MESSAGE_CHARS)
+    cut_message(text.rfind(" at line ").map_or(&*text, |at| &text[..at]))
 }
 
 /// How much of a value a message quotes, and of a message built on a library's.
@@ -171,17 +170,12 @@ pub fn quoted(value: &str) -> String {
     }
 }
 
-/// A message that may hold input (a library's error), cut past `chars` characters.
-pub fn cut(message: &str, chars: usize) -> String {
-    match message.char_indices().nth(chars) {
+/// A message that may hold input (a library's error), cut past 1,000 characters.
+pub fn cut_message(message: &str) -> String {
+    match message.char_indices().nth(MESSAGE_CHARS) {
         None => message.to_string(),
         Some((at, _)) => format!("{}... ({} bytes in all)", &message[..at], message.len()),
     }
-}
-
-/// [`cut`] at the length a message built on a library's error may have.
-pub fn cut_message(message: &str) -> String {
-    cut(message, MESSAGE_CHARS)
 }
 
 fn json_error(e: &serde_json::Error, what: &str) -> InputError {
