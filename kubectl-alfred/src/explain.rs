@@ -3,9 +3,10 @@
 
 use std::fmt::Write as _;
 
+use alfred::decision::decide_with;
 use alfred::decision::drain::{DrainOptions, DrainReport, drain};
 use alfred::decision::explain::{Explanation, Selector, explain};
-use alfred::decision::{Context, decide_with};
+use alfred::model::Context;
 use alfred::solver::ToFreeFormula;
 use anyhow::{Result, anyhow, bail};
 use clap::{Args, ValueEnum};

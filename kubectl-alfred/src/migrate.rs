@@ -5,14 +5,14 @@
 use std::fmt::Write as _;
 use std::io::{BufRead, Read};
 
-use alfred::cluster::Cluster;
 use alfred::config::Config;
-use alfred::decision::Context;
 use alfred::execute::breaker::{self, Breaker};
 use alfred::execute::dispatch::{self, PASS_DEADLINE};
 use alfred::execute::journal::{self, Entry, Journal, Phase};
 use alfred::execute::run::{self, JournalDoc, Options, ServiceState, Store};
 use alfred::migration;
+use alfred::model::Context;
+use alfred::model::cluster::Cluster;
 use alfred::snapshot::Snapshot;
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::{Args, Subcommand};

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use alfred::decision::consolidate::{self, ConsolidationPlan};
-use alfred::decision::{self, Context, Decision, NodeRecord, PoolScore, Row, round6};
+use alfred::decision::{self, Decision, NodeRecord, PoolScore, Row, round6};
+use alfred::model::Context;
 use anyhow::Result;
 use clap::Args;
 use k8s_openapi::jiff::Timestamp;

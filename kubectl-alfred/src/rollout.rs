@@ -65,7 +65,7 @@ pub async fn run(command: &RolloutCommand, global: &GlobalArgs) -> Result<()> {
             ));
         }
     };
-    let ctx = alfred::decision::Context::new(&cluster, &input.snapshot, &input.config);
+    let ctx = alfred::model::Context::new(&cluster, &input.snapshot, &input.config);
     let r = report(&ctx, &target.workload, Some(kind), change).map_err(|e| anyhow!(e))?;
     if let Some(text) = render::structured(&r, global.output)? {
         return render::emit(&text);

@@ -3,9 +3,9 @@
 
 use std::io::Read;
 
-use alfred::cluster::Cluster;
 use alfred::config::{CONFIG_MAP_KEY, CONFIG_MAP_NAME, Config};
 use alfred::input::MAX_INPUT_BYTES;
+use alfred::model::cluster::Cluster;
 use alfred::snapshot::Snapshot;
 use anyhow::{Context, Result, anyhow, bail};
 use k8s_openapi::jiff::Timestamp;

@@ -14,9 +14,10 @@ mod synthetic;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use alfred::cluster::Cluster;
 use alfred::config::Config;
-use alfred::decision::{Context, decide};
+use alfred::decision::decide;
+use alfred::model::Context;
+use alfred::model::cluster::Cluster;
 use alfred::simulate::{Ledger, NewPod, simulate};
 use alfred::snapshot::Snapshot;
 

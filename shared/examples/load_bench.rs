@@ -14,8 +14,8 @@ mod synthetic;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use alfred::cluster::Cluster;
 use alfred::config::Config;
+use alfred::model::cluster::Cluster;
 use alfred::snapshot::Snapshot;
 
 fn main() {

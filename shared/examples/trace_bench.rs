@@ -20,9 +20,10 @@ mod trace;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use alfred::cluster::Cluster;
 use alfred::config::Config;
-use alfred::decision::{Context, consolidate, movable, score};
+use alfred::decision::{consolidate, movable, score};
+use alfred::model::Context;
+use alfred::model::cluster::Cluster;
 use alfred::snapshot::Snapshot;
 
 fn main() {

@@ -4,15 +4,14 @@
 pub mod admission;
 pub mod annotations;
 pub mod api;
-pub mod cluster;
 pub mod config;
 pub mod decision;
 pub mod duration;
 pub mod execute;
-pub mod health;
 pub mod input;
 pub mod migration;
 pub mod mode;
+pub mod model;
 pub mod names;
 pub mod pools;
 pub mod quantity;

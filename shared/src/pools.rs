@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use crate::cluster::{Cluster, NodeView};
-use crate::health::HealthState;
+use crate::model::cluster::{Cluster, NodeView};
+use crate::model::health::HealthState;
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
 #[serde(rename_all = "camelCase")]

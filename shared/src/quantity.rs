@@ -2,6 +2,8 @@
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use crate::api::core::{Node, Pod};
+
 /// The quantity's value, or None when it is not a valid quantity.
 pub fn value(q: &Quantity) -> Option<f64> {
     parse(&q.0)
@@ -65,6 +67,57 @@ pub fn gpu_count(text: &str) -> Result<i64, String> {
     } else {
         Ok(v as i64)
     }
+}
+
+/// True for resource names that are GPUs: `nvidia.com/gpu`, `amd.com/gpu`, `nvidia.com/mig-*`,
+/// and `gpu.intel.com/*` except memory resources.
+pub fn is_gpu_resource(name: &str) -> bool {
+    name == "nvidia.com/gpu"
+        || name == "amd.com/gpu"
+        || name.starts_with("nvidia.com/mig-")
+        || (name.starts_with("gpu.intel.com/") && !name.contains("memory"))
+}
+
+/// The first GPU quantity of a node that is not a count a machine can have, as (field path,
+/// why): checked when a snapshot is read, so nothing later guesses or overflows.
+pub fn node_gpu_problem(node: &Node) -> Option<(String, String)> {
+    [
+        ("capacity", &node.status.capacity),
+        ("allocatable", &node.status.allocatable),
+    ]
+    .into_iter()
+    .flat_map(|(field, map)| map.iter().map(move |(name, q)| (field, name, q)))
+    .filter(|(_, name, _)| is_gpu_resource(name))
+    .find_map(|(field, name, q)| {
+        let why = gpu_count(&q.0).err()?;
+        Some((format!("status.{field}[{name:?}]"), why))
+    })
+}
+
+/// The first GPU request or limit of a pod that is not a count a machine can have.
+pub fn pod_gpu_problem(pod: &Pod) -> Option<(String, String)> {
+    let lists = [
+        ("containers", &pod.spec.containers),
+        ("initContainers", &pod.spec.init_containers),
+    ];
+    for (list, containers) in lists {
+        for (i, c) in containers.iter().enumerate() {
+            for (field, map) in [
+                ("limits", &c.resources.limits),
+                ("requests", &c.resources.requests),
+            ] {
+                for (name, q) in map.iter().filter(|(name, _)| is_gpu_resource(name)) {
+                    if let Err(why) = gpu_count(&q.0) {
+                        return Some((
+                            format!("spec.{list}[{i}].resources.{field}[{name:?}]"),
+                            why,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@ use crate::api::component::ComponentKind;
 use crate::api::replica::{
     HoldGate, InstancePhase, InstanceStatus, RetryBlock, RetryBlockState, RolloutHold,
 };
-use crate::cluster::Cluster;
-use crate::decision::Context;
+use crate::model::Context;
+use crate::model::cluster::Cluster;
 use crate::rollout::{
     Change, InstanceFacts, Mechanism, PassInput, PodFact, plan_pass, staged_message,
 };
@@ -118,7 +118,7 @@ pub fn operator_defaults(snapshot: &Snapshot) -> Result<(OperatorDefaults, Strin
 fn check_budgets(
     resolved: &ResolvedStrategy,
     kind: ComponentKind,
-    w: &crate::cluster::Workload<'_>,
+    w: &crate::model::cluster::Workload<'_>,
     snapshot: &Snapshot,
     defaults_source: &str,
 ) -> Result<(), String> {

@@ -2,10 +2,10 @@
 
 use alfred::api::ComponentKind;
 use alfred::api::core::PodSpec;
-use alfred::cluster::{Cluster, pod_gpus};
 use alfred::config::Config;
-use alfred::health::HealthState;
 use alfred::mode::{self, DeploymentMode, ModeSource};
+use alfred::model::cluster::{Cluster, pod_gpus};
+use alfred::model::health::HealthState;
 use alfred::snapshot::Snapshot;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;

@@ -1132,7 +1132,7 @@ fn a_gang_on_an_unhealthy_and_a_maintenance_node_leaves_as_unhealthy() {
 #[test]
 fn models_are_found_by_the_label_keys_ome_writes() {
     use alfred::api::model::{cluster_model_label, namespaced_model_label};
-    use alfred::decision::access::ModelAccess;
+    use alfred::model::access::ModelAccess;
     let long = "meta-llama-3-1-405b-instruct-fp8-dynami"; // 39 characters
     assert_eq!(long.len(), 39);
     let key = cluster_model_label(long);

@@ -1,8 +1,8 @@
 //! The scheduler simulation, filter by filter, with the Kubernetes documentation's examples.
 
-use alfred::cluster::Cluster;
 use alfred::config::Config;
-use alfred::decision::Context;
+use alfred::model::Context;
+use alfred::model::cluster::Cluster;
 use alfred::simulate::{Ledger, NewPod, Outcome, Status, simulate, tolerates};
 use alfred::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::{Taint, Toleration};

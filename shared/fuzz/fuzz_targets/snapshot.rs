@@ -2,7 +2,7 @@
 //! a whole decision pass, and what it writes it reads back the same.
 #![no_main]
 
-use alfred::cluster::Cluster;
+use alfred::model::cluster::Cluster;
 use alfred::config::Config;
 use alfred::snapshot::Snapshot;
 use libfuzzer_sys::fuzz_target;

@@ -14,8 +14,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use super::context::Context;
 use crate::api::component::ComponentKind;
+use crate::model::context::Context;
 use crate::simulate::filters::node_affinity_matches;
 
 /// Pending GPU demand and where it is placeable.

@@ -6,13 +6,13 @@
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::tz::TimeZone;
 
-use super::context::Context;
 use super::score::PoolScore;
 use super::surge;
 use super::{AdvisoryReason, CandidateReason, PolicyName, Recommendation, Row};
 use crate::annotations::SpotPolicy;
 use crate::config::{Config, MaintenanceWindow};
 use crate::mode::DeploymentMode;
+use crate::model::context::Context;
 
 /// The cost every move pays, scaled by the aggressiveness's weight.
 pub const BASE_COST: f64 = 0.15;

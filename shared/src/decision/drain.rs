@@ -4,11 +4,11 @@
 use serde::Serialize;
 
 use super::AdvisoryReason;
-use super::context::Context;
 use super::eligibility::{self, Purpose};
 use super::joint::{self, JointOptions};
 use crate::api::component::ComponentKind;
 use crate::mode::DeploymentMode;
+use crate::model::context::Context;
 use crate::solver::ToFreeFormula;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

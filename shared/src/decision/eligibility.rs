@@ -5,10 +5,10 @@
 use std::borrow::Cow;
 
 use super::AdvisoryReason::{self, *};
-use super::context::Context;
 use crate::api::lifecycle::MigrationMode;
 use crate::api::replica::InstancePhase;
-use crate::decision::access::ModelAccess;
+use crate::model::access::ModelAccess;
+use crate::model::context::Context;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Purpose {

@@ -4,11 +4,11 @@
 
 use serde::Serialize;
 
-use super::context::Context;
 use super::eligibility::{self, Purpose};
 use super::{AdvisoryReason, Decision, Row, surge};
 use crate::api::component::ComponentKind;
 use crate::mode::DeploymentMode;
+use crate::model::context::Context;
 use crate::simulate;
 
 /// Which Instances to explain: `NAMESPACE/NAME[/COMPONENT[/INSTANCE]]`.

@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use super::context::Context;
 use super::surge::{self, SurgePlan};
+use crate::model::context::Context;
 use crate::solver::{
     CapacitySpec, Options, Policy, Problem, Spec, ToFreeFormula, ToFreeSpec, Unlimited, solve,
 };

@@ -2,9 +2,7 @@
 //! move, the defragmentation score of each GPU pool and its moves, the node-health policy and
 //! its node records. Pure: the cluster model, the configuration and `now` in, rows out.
 
-pub mod access;
 pub mod consolidate;
-mod context;
 mod defrag;
 pub mod drain;
 pub mod eligibility;
@@ -20,16 +18,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use access::ModelAccess;
-pub use context::{Context, WorkloadSettings};
 pub use defrag::window_open;
 pub use nodehealth::{NodeRecord, node_record_key};
 pub use score::PoolScore;
 pub use simulation::attach as simulate_rows;
 
 use crate::api::component::ComponentKind;
-use crate::cluster::Cluster;
 use crate::config::Config;
+use crate::model::Context;
+use crate::model::cluster::Cluster;
 use crate::snapshot::Snapshot;
 
 /// Why a move was considered.

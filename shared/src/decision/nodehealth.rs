@@ -9,11 +9,11 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::context::Context;
 use super::eligibility::{self, Purpose};
 use super::{AdvisoryReason, CandidateReason, PolicyName, Recommendation, Row, joint};
-use crate::health::HealthState;
 use crate::mode::DeploymentMode;
+use crate::model::context::Context;
+use crate::model::health::HealthState;
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]

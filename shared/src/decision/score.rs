@@ -4,9 +4,9 @@
 
 use serde::Serialize;
 
-use super::context::Context;
-use crate::cluster::{Cluster, Pool};
 use crate::mode::DeploymentMode;
+use crate::model::cluster::{Cluster, Pool};
+use crate::model::context::Context;
 
 /// A node whose free GPUs count: available as a target (and not preemptible when avoided).
 #[derive(Clone, Debug, PartialEq, Serialize)]

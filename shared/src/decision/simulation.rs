@@ -3,9 +3,9 @@
 //! rest say `SimulationBudgetExceeded`. A prediction reserves nothing, so each row is simulated
 //! against the cluster as it is, without the Instance's source node.
 
-use super::context::Context;
 use super::{Recommendation, Scheduling};
 use crate::mode::DeploymentMode;
+use crate::model::context::Context;
 use crate::simulate::{self, Ledger, Outcome, Status};
 
 /// Rows simulated in one pass.

@@ -2,8 +2,8 @@
 //! the old ones run, so they need room on other nodes of the pool that take new pods and can
 //! reach the model; the fullest such nodes first.
 
-use super::context::Context;
 use crate::annotations::SpotPolicy;
+use crate::model::context::Context;
 
 /// Where a move's new pods would go.
 #[derive(Clone, Debug, PartialEq)]

@@ -8,9 +8,10 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::journal::{Journal, Phase};
 use crate::api::replica::{MigrationPhase, MigrationTrigger};
-use crate::cluster::NodeView;
-use crate::decision::{CandidateReason, Context, Recommendation};
+use crate::decision::{CandidateReason, Recommendation};
 use crate::migration;
+use crate::model::Context;
+use crate::model::cluster::NodeView;
 
 /// Why the arbiter refused a move, in the order it checks them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -14,8 +14,9 @@ use super::reconcile::{self, Timing, Transition};
 use crate::annotations;
 use crate::api::keys;
 use crate::config::{Config, Mode};
-use crate::decision::{self, Context, Decision, Outcome, PolicyName, Recommendation, Row};
+use crate::decision::{self, Decision, Outcome, PolicyName, Recommendation, Row};
 use crate::migration::{self, MigrationRequest};
+use crate::model::Context;
 use crate::simulate::{self, Status};
 use crate::snapshot::Snapshot;
 

@@ -8,10 +8,11 @@ use k8s_openapi::jiff::Timestamp;
 use super::dispatch::{self, DispatchReason, Plan, Prepared, Withhold};
 use super::journal::{Entry, EntryReason, Journal, Phase};
 use super::reconcile::Transition;
-use crate::cluster::Cluster;
 use crate::config::Config;
-use crate::decision::{Context, Row};
+use crate::decision::Row;
 use crate::migration;
+use crate::model::Context;
+use crate::model::cluster::Cluster;
 use crate::snapshot::Snapshot;
 
 /// The journal ConfigMap's two keys and its version, as read.

@@ -16,9 +16,9 @@ pub use filters::{Rejection, tolerates};
 pub use resources::{Ledger, pod_requests};
 
 use crate::api::core::{FlatMap, PodSpec};
-use crate::cluster::Cluster;
 use crate::config::{Config, SchedulingProfile, ScoringStrategy};
-use crate::decision::Context;
+use crate::model::Context;
+use crate::model::cluster::Cluster;
 
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 /// More replacement pods than this is not simulated (`RecommendationTooLarge`).
@@ -472,7 +472,7 @@ fn infeasible(
 
 impl NewPod {
     /// A new pod like a running one: its spec and labels, no node.
-    pub fn like(pod: &crate::cluster::PodView<'_>) -> NewPod {
+    pub fn like(pod: &crate::model::cluster::PodView<'_>) -> NewPod {
         let mut spec = pod.pod.spec.clone();
         spec.node_name.clear();
         NewPod {

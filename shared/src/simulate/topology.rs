@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use super::NewPod;
 use super::filters::{Rejection, node_affinity_matches, untolerated_taint};
 use crate::api::core::{FlatMap, PodSpec};
-use crate::decision::Context;
+use crate::model::Context;
 
 /// A pod as these filters see it: namespace, labels, node, required anti-affinity terms.
 pub struct Placed<'a> {

@@ -2,9 +2,9 @@
 //! pass and of execute mode.
 #![allow(dead_code)]
 
-use alfred::cluster::Cluster;
 use alfred::config::Config;
 use alfred::decision::Decision;
+use alfred::model::cluster::Cluster;
 use alfred::snapshot::Snapshot;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
@@ -132,16 +132,14 @@ impl World {
     }
 
     /// Runs `f` on the decision context of this world under `config` (after `schemaVersion`).
-    pub fn with_ctx<R>(&self, config: &str, f: impl FnOnce(&alfred::decision::Context) -> R) -> R {
+    pub fn with_ctx<R>(&self, config: &str, f: impl FnOnce(&alfred::model::Context) -> R) -> R {
         let snapshot = Snapshot::parse(
             &json!({"apiVersion": "v1", "kind": "List", "items": self.items}).to_string(),
         )
         .unwrap();
         let config = Config::parse(&format!("schemaVersion: 1\n{config}")).unwrap();
         let cluster = Cluster::build(&snapshot, &config, self.now.parse().unwrap());
-        f(&alfred::decision::Context::new(
-            &cluster, &snapshot, &config,
-        ))
+        f(&alfred::model::Context::new(&cluster, &snapshot, &config))
     }
 
     pub fn decide(&self, config: &str) -> Decision {

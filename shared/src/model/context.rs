@@ -10,9 +10,9 @@ use super::access::{self, ModelAccess};
 use crate::annotations::{self, SpotPolicy};
 use crate::api::ComponentSpec;
 use crate::api::keys;
-use crate::cluster::{Cluster, Workload};
 use crate::config::Config;
 use crate::migration;
+use crate::model::cluster::{Cluster, Workload};
 use crate::snapshot::Snapshot;
 
 /// A node-health move's score without `alfred.ome.io/priority`.

@@ -14,24 +14,15 @@ use crate::api::component::ComponentKind;
 use crate::api::keys;
 use crate::api::replica::{InferenceReplica, InstanceStatus, MigrationPhase};
 use crate::config::Config;
-use crate::health::{self, Health, HealthState};
 use crate::mode::{self, DeploymentMode};
-use crate::quantity;
+use crate::model::health::{self, Health, HealthState};
+use crate::quantity::{self, is_gpu_resource};
 use crate::snapshot::Snapshot;
 
 /// The label LeaderWorkerSet puts on the pods of one group (one MultiNode Instance).
 pub const LABEL_LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
 /// The label older OME releases put on RawDeployment pods.
 pub const LABEL_SERVING_ISVC: &str = "serving.ome.io/inferenceservice";
-
-/// True for resource names that are GPUs: `nvidia.com/gpu`, `amd.com/gpu`, `nvidia.com/mig-*`,
-/// and `gpu.intel.com/*` except memory resources.
-pub fn is_gpu_resource(name: &str) -> bool {
-    name == "nvidia.com/gpu"
-        || name == "amd.com/gpu"
-        || name.starts_with("nvidia.com/mig-")
-        || (name.starts_with("gpu.intel.com/") && !name.contains("memory"))
-}
 
 /// GPUs a pod holds, as Kubernetes computes a pod's effective request per resource: the larger
 /// of (app containers + sidecar init containers) and the peak of the init sequence, summed over
@@ -76,48 +67,6 @@ fn container_amount(c: &Container, resource: &str) -> i64 {
         .or_else(|| r.requests.get(resource))
         .and_then(quantity::count)
         .unwrap_or(0)
-}
-
-/// The first GPU quantity of a node that is not a count a machine can have, as (field path,
-/// why): checked when a snapshot is read, so nothing later guesses or overflows.
-pub fn node_gpu_problem(node: &Node) -> Option<(String, String)> {
-    [
-        ("capacity", &node.status.capacity),
-        ("allocatable", &node.status.allocatable),
-    ]
-    .into_iter()
-    .flat_map(|(field, map)| map.iter().map(move |(name, q)| (field, name, q)))
-    .filter(|(_, name, _)| is_gpu_resource(name))
-    .find_map(|(field, name, q)| {
-        let why = quantity::gpu_count(&q.0).err()?;
-        Some((format!("status.{field}[{name:?}]"), why))
-    })
-}
-
-/// The first GPU request or limit of a pod that is not a count a machine can have.
-pub fn pod_gpu_problem(pod: &Pod) -> Option<(String, String)> {
-    let lists = [
-        ("containers", &pod.spec.containers),
-        ("initContainers", &pod.spec.init_containers),
-    ];
-    for (list, containers) in lists {
-        for (i, c) in containers.iter().enumerate() {
-            for (field, map) in [
-                ("limits", &c.resources.limits),
-                ("requests", &c.resources.requests),
-            ] {
-                for (name, q) in map.iter().filter(|(name, _)| is_gpu_resource(name)) {
-                    if let Err(why) = quantity::gpu_count(&q.0) {
-                        return Some((
-                            format!("spec.{list}[{i}].resources.{field}[{name:?}]"),
-                            why,
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    None
 }
 
 /// The node's largest allocatable GPU resource and its count.
