@@ -112,6 +112,7 @@ fuzz: loadtest-mix ## Fuzz every reader for FUZZ_SECONDS each (default 120): rev
 	    cargo +nightly fuzz run $$t -- -max_total_time=$${FUZZ_SECONDS:-120} || exit 1; done
 	cd shared && mkdir -p fuzz/corpus/snapshot fuzz/corpus/config fuzz/corpus/solve && \
 	  cp ../manifests/examples/demo-cluster.yaml fuzz/corpus/snapshot/ && \
+	  { python3 -c 'import yaml,sys; [open(f"fuzz/corpus/snapshot/item-{i}.yaml","w").write(yaml.safe_dump(o)) for i,o in enumerate(o for d in yaml.safe_load_all(open(sys.argv[1])) if d for o in d.get("items",[d]))]' ../manifests/examples/demo-cluster.yaml || true; } && \
 	  cp ../manifests/examples/alfred-config-*.yaml fuzz/corpus/config/ && \
 	  cp ../manifests/examples/solve-drain.yaml fuzz/corpus/solve/ && \
 	  for t in snapshot config solve; do \
