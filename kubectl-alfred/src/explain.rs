@@ -3,10 +3,9 @@
 
 use std::fmt::Write as _;
 
-use alfred::decision::decide_with;
+use alfred::decision::decide;
 use alfred::decision::drain::{DrainOptions, DrainReport, drain};
 use alfred::decision::explain::{Explanation, Selector, explain};
-use alfred::model::Context;
 use alfred::solver::ToFreeFormula;
 use anyhow::{Result, anyhow, bail};
 use clap::{Args, ValueEnum};
@@ -55,9 +54,8 @@ pub struct DrainArgs {
 pub async fn run_explain(args: &ExplainArgs, global: &GlobalArgs) -> Result<()> {
     let selector = Selector::parse(&args.target).map_err(|e| anyhow!(e))?;
     let input = source::load(global).await?;
-    let cluster = input.cluster();
-    let ctx = Context::new(&cluster, &input.snapshot, &input.config);
-    let decision = decide_with(&ctx);
+    let ctx = input.context();
+    let decision = decide(&ctx);
     let explanations = explain(&ctx, &decision, &selector).map_err(|e| anyhow!(e))?;
     match render::structured(&explanations, global.output)? {
         Some(text) => render::emit(&text),
@@ -164,8 +162,7 @@ fn explain_text(explanations: &[Explanation]) -> Result<String> {
 
 pub async fn run_drain(args: &DrainArgs, global: &GlobalArgs) -> Result<()> {
     let input = source::load(global).await?;
-    let cluster = input.cluster();
-    let ctx = Context::new(&cluster, &input.snapshot, &input.config);
+    let ctx = input.context();
     let options = DrainOptions {
         nodes: args.nodes.clone(),
         count_pods: args.dimension == Dimension::Pods,
@@ -283,8 +280,8 @@ pub async fn run_simulate(args: &SimulateArgs, global: &GlobalArgs) -> Result<()
         );
     };
     let input = source::load(global).await?;
-    let cluster = input.cluster();
-    let ctx = Context::new(&cluster, &input.snapshot, &input.config);
+    let ctx = input.context();
+    let cluster = &ctx.cluster;
     if cluster.workload(&selector.workload).is_none() {
         bail!("no InferenceService {} in the cluster", selector.workload);
     }
@@ -301,8 +298,8 @@ pub async fn run_simulate(args: &SimulateArgs, global: &GlobalArgs) -> Result<()
     }
     let outcome = simulate(
         &ctx,
-        &Ledger::new(&cluster),
-        &instance_pods(&cluster, instance),
+        &Ledger::new(cluster),
+        &instance_pods(cluster, instance),
         &exclude,
     );
     if let Some(text) = render::structured(&outcome, global.output)? {

@@ -12,7 +12,6 @@ use alfred::execute::journal::{self, Entry, Journal, Phase};
 use alfred::execute::run::{self, JournalDoc, Options, ServiceState, Store};
 use alfred::migration;
 use alfred::model::Context;
-use alfred::model::cluster::Cluster;
 use alfred::snapshot::Snapshot;
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::{Args, Subcommand};
@@ -511,15 +510,13 @@ async fn standing(global: &GlobalArgs) -> Result<(KubeStore, Standing)> {
     let (mut store, config) = open(global).await?;
     let (snapshot, now) = store.observe().await.map_err(|e| anyhow!(e))?;
     let doc = store.read_journal().await.map_err(|e| anyhow!(e))?;
-    let cluster = Cluster::build(&snapshot, &config, now);
-    let ctx = Context::new(&cluster, &snapshot, &config);
+    let ctx = Context::build(&snapshot, &config, now);
     let plan = dispatch::plan(&ctx, doc.state.as_deref(), doc.breaker.as_deref());
     let state = plan.journal.as_ref().map_err(|e| anyhow!("{e}"))?;
     let (journal, breaker) = (state.journal.clone(), state.breaker.clone());
     let ledger = alfred::execute::arbiter::Ledger::from_journal(&journal, &ctx);
     let caps = alfred::execute::arbiter::caps(&ctx, &ledger);
     drop(ctx);
-    drop(cluster);
     store.first = Some((snapshot, now));
     Ok((
         store,

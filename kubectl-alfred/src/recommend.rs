@@ -5,7 +5,6 @@ use std::fmt::Write as _;
 
 use alfred::decision::consolidate::{self, ConsolidationPlan};
 use alfred::decision::{self, Decision, NodeRecord, PoolScore, Row, round6};
-use alfred::model::Context;
 use anyhow::Result;
 use clap::Args;
 use k8s_openapi::jiff::Timestamp;
@@ -86,9 +85,8 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
         anyhow::bail!("--record writes the live cluster's recommendations ConfigMap; drop -f");
     }
     let input = source::load(global).await?;
-    let cluster = input.cluster();
-    let ctx = Context::new(&cluster, &input.snapshot, &input.config);
-    let mut decision = decision::decide_with(&ctx);
+    let ctx = input.context();
+    let mut decision = decision::decide(&ctx);
     // Requests left from execute mode keep their status.
     let journal = input
         .snapshot
@@ -130,7 +128,6 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
         let at = crate::record::record(global, &input.config, &pass, input.now).await?;
         eprintln!("recorded into ConfigMap {at}");
     }
-    drop(cluster);
     std::mem::forget(input);
     Ok(())
 }

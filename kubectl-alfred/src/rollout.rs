@@ -50,7 +50,6 @@ fn component(text: &str) -> Result<ComponentKind> {
 
 pub async fn run(command: &RolloutCommand, global: &GlobalArgs) -> Result<()> {
     let input = source::load(global).await?;
-    let cluster = input.cluster();
     let (target, planned) = match command {
         RolloutCommand::Status(t) => (t, Planned::CurrentRollout),
         RolloutCommand::Plan(p) => (&p.target, planned_change(p, &input.snapshot)?),
@@ -65,7 +64,7 @@ pub async fn run(command: &RolloutCommand, global: &GlobalArgs) -> Result<()> {
             ));
         }
     };
-    let ctx = alfred::model::Context::new(&cluster, &input.snapshot, &input.config);
+    let ctx = input.context();
     let r = report(&ctx, &target.workload, Some(kind), change).map_err(|e| anyhow!(e))?;
     if let Some(text) = render::structured(&r, global.output)? {
         return render::emit(&text);

@@ -5,9 +5,10 @@ use std::io::Read;
 
 use alfred::config::{CONFIG_MAP_KEY, CONFIG_MAP_NAME, Config};
 use alfred::input::MAX_INPUT_BYTES;
+use alfred::model::Context;
 use alfred::model::cluster::Cluster;
 use alfred::snapshot::Snapshot;
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context as _, Result, anyhow, bail};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::GlobalArgs;
@@ -22,6 +23,11 @@ pub struct Input {
 impl Input {
     pub fn cluster(&self) -> Cluster<'_> {
         Cluster::build(&self.snapshot, &self.config, self.now)
+    }
+
+    /// The cluster model and what the policies read besides: what every pass starts from.
+    pub fn context(&self) -> Context<'_> {
+        Context::build(&self.snapshot, &self.config, self.now)
     }
 }
 

@@ -58,8 +58,9 @@ fn main() {
     let mut times = Vec::new();
     let mut rows = 0;
     for _ in 0..runs() {
+        let model = Cluster::build(&snapshot, &config, now);
         let start = Instant::now();
-        let decision = decide(&cluster, &snapshot, &config);
+        let decision = decide(&Context::of(model, &snapshot, &config));
         times.push(start.elapsed().as_secs_f64() * 1e3);
         rows = decision.recommendations.len();
     }
@@ -74,12 +75,13 @@ fn main() {
     // What simulation adds to a pass: its ledger and up to 8 simulated rows, best first.
     let mut contexts = Vec::new();
     for _ in 0..runs() {
+        let model = Cluster::build(&snapshot, &config, now);
         let start = Instant::now();
-        let ctx = Context::new(&cluster, &snapshot, &config);
+        let ctx = Context::of(model, &snapshot, &config);
         contexts.push(start.elapsed().as_secs_f64() * 1e3);
         drop(ctx);
     }
-    let ctx = Context::new(&cluster, &snapshot, &config);
+    let ctx = Context::build(&snapshot, &config, now);
     let mut policies = Vec::new();
     let mut planned = Vec::new();
     for _ in 0..runs() {
@@ -102,12 +104,13 @@ fn main() {
         "schemaVersion: 1\nscheduling: {profiles: {default-scheduler: {backend: b, schedulerVersion: v, configurationID: c, gangScheduling: true}}}\n",
     )
     .expect("config");
-    let ctx = Context::new(&cluster, &snapshot, &gang_config);
+    let ctx = Context::build(&snapshot, &gang_config, now);
+    let cluster = &ctx.cluster;
     let mut ledgers = Vec::new();
     let mut gangs = Vec::new();
     for _ in 0..runs() {
         let start = Instant::now();
-        let ledger = Ledger::new(&cluster);
+        let ledger = Ledger::new(cluster);
         ledgers.push(start.elapsed().as_secs_f64() * 1e3);
         let pods: Vec<NewPod> = (0..8)
             .map(|k| NewPod {

@@ -81,8 +81,8 @@ fn run() -> Result<(), String> {
     let config = Config::parse("schemaVersion: 1\nmigration: {apiVersion: v1}\n")
         .map_err(|e| e.to_string())?;
     let now = "2026-09-28T10:15:00Z".parse().unwrap();
-    let cluster = Cluster::build(&snapshot, &config, now);
-    let ctx = Context::new(&cluster, &snapshot, &config);
+    let ctx = Context::build(&snapshot, &config, now);
+    let cluster = &ctx.cluster;
     println!(
         "replay: {} nodes, {} GPUs, load {load} (asked {:.0} GPUs), seed {seed}: {} tasks placed, {} pending",
         nodes.len(),
@@ -112,7 +112,7 @@ fn run() -> Result<(), String> {
     let ideal = consolidate::placeable(&ctx, &free_ideal);
     let after = plan.after();
     let bound = lower_bound(
-        &cluster,
+        cluster,
         &movable,
         &free_now,
         &free_ideal,
@@ -147,7 +147,7 @@ fn run() -> Result<(), String> {
         }
     );
     if args.iter().any(|a| a == "--detail") {
-        detail(&cluster, &movable, &now_, &ideal);
+        detail(cluster, &movable, &now_, &ideal);
     }
     println!(
         "time: eligibility {:.0} ms, plan {:.0} ms",

@@ -183,12 +183,12 @@ pub fn advice(hold: &RolloutHold) -> String {
 /// Builds the report for a workload's component. `change` plans a pod-template change not yet
 /// applied (every Instance moves to a new revision); None plans the rest of the current rollout.
 pub fn report(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     workload_key: &str,
     component: Option<ComponentKind>,
     change: Option<Change>,
 ) -> Result<RolloutReport, String> {
-    let (cluster, snapshot) = (ctx.cluster, ctx.snapshot);
+    let (cluster, snapshot) = (&ctx.cluster, ctx.snapshot);
     let w = cluster.workload(workload_key).ok_or_else(|| {
         format!("InferenceService {workload_key} is not in the cluster (give it as NAMESPACE/NAME)")
     })?;
@@ -536,8 +536,8 @@ fn instance_line(cluster: &Cluster<'_>, i: usize, pods_per_instance: u32) -> Ins
     }
 }
 
-fn surge_check(ctx: &Context<'_, '_>, component: usize, starts: &[i32]) -> SurgeCheck {
-    let cluster = ctx.cluster;
+fn surge_check(ctx: &Context<'_>, component: usize, starts: &[i32]) -> SurgeCheck {
+    let cluster = &ctx.cluster;
     let mut ledger = simulate::Ledger::new(cluster);
     let mut check = SurgeCheck {
         placed: Vec::new(),

@@ -143,7 +143,7 @@ fn world() -> impl Strategy<Value = World> {
 /// everything running, on a node of the cluster other than the one they leave.
 fn replay_is_safe(w: &World, plan: &ConsolidationPlan) -> Result<(), TestCaseError> {
     w.with_ctx(V1, |ctx| {
-        let cluster = ctx.cluster;
+        let cluster = &ctx.cluster;
         let mut free: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_free).collect();
         for s in &plan.steps {
             prop_assert_eq!(s.to.len(), 1, "single-pod Instances");

@@ -746,7 +746,7 @@ fn drains_plan_jointly_and_say_which_nodes_empty() {
 
 #[test]
 fn explain_lists_every_check_and_the_pass_rows() {
-    use alfred::decision::decide_with;
+    use alfred::decision::decide;
     use alfred::decision::explain::{Selector, explain};
     assert!(Selector::parse("team").is_err());
     assert!(
@@ -757,7 +757,7 @@ fn explain_lists_every_check_and_the_pass_rows() {
     assert!(Selector::parse("team/a/engine/-1").is_err());
     let w = eligible().annotate("a", "alfred.ome.io/movable", "false");
     w.with_ctx(V1, |ctx| {
-        let decision = decide_with(ctx);
+        let decision = decide(ctx);
 
         let e = explain(ctx, &decision, &Selector::parse("team/a").unwrap()).unwrap();
         assert_eq!(e.len(), 1);

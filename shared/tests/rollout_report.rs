@@ -1,7 +1,7 @@
 //! The rollout report on a small snapshot: waves after updates in flight finish.
 
 use alfred::config::Config;
-use alfred::model::cluster::Cluster;
+use alfred::model::Context;
 use alfred::rollout_report::{RolloutReport, report};
 use alfred::snapshot::Snapshot;
 use serde_json::{Value, json};
@@ -24,8 +24,7 @@ fn snapshot(items: Value) -> Snapshot {
 /// The report on `prod/chat`'s engine.
 fn report_on(snapshot: &Snapshot) -> RolloutReport {
     let config = Config::default();
-    let cluster = Cluster::build(snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
-    let ctx = alfred::model::Context::new(&cluster, snapshot, &config);
+    let ctx = Context::build(snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
     report(&ctx, "prod/chat", None, None).unwrap()
 }
 
@@ -200,8 +199,7 @@ fn a_bad_budget_names_where_it_is_written() {
     let error = |items: Value| {
         let snapshot = snapshot(items);
         let config = Config::default();
-        let cluster = Cluster::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
-        let ctx = alfred::model::Context::new(&cluster, &snapshot, &config);
+        let ctx = Context::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
         match report(&ctx, "prod/chat", None, None) {
             Ok(_) => panic!("a bad budget was planned with"),
             Err(e) => e,

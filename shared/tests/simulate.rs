@@ -2,7 +2,6 @@
 
 use alfred::config::Config;
 use alfred::model::Context;
-use alfred::model::cluster::Cluster;
 use alfred::simulate::{Ledger, NewPod, Outcome, Status, simulate, tolerates};
 use alfred::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::{Taint, Toleration};
@@ -53,13 +52,13 @@ fn run(items: Vec<Value>, config: &str, pods: &[NewPod], exclude: &[&str]) -> Ou
         Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
             .unwrap();
     let config = Config::parse(&format!("schemaVersion: 1\n{config}")).unwrap();
-    let cluster = Cluster::build(&snapshot, &config, NOW.parse().unwrap());
-    let ctx = Context::new(&cluster, &snapshot, &config);
+    let ctx = Context::build(&snapshot, &config, NOW.parse().unwrap());
+    let cluster = &ctx.cluster;
     let exclude: Vec<usize> = exclude
         .iter()
         .map(|n| cluster.node_index(n).unwrap())
         .collect();
-    simulate(&ctx, &Ledger::new(&cluster), pods, &exclude)
+    simulate(&ctx, &Ledger::new(cluster), pods, &exclude)
 }
 
 fn placed(o: &Outcome) -> Vec<&str> {
@@ -580,9 +579,9 @@ proptest::proptest! {
 
         let snapshot = Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()).unwrap();
         let config = Config::default();
-        let cluster = Cluster::build(&snapshot, &config, NOW.parse().unwrap());
-        let ctx = Context::new(&cluster, &snapshot, &config);
-        let got: Vec<String> = feasible_nodes(&ctx, &Ledger::new(&cluster), &pod)
+        let ctx = Context::build(&snapshot, &config, NOW.parse().unwrap());
+        let cluster = &ctx.cluster;
+        let got: Vec<String> = feasible_nodes(&ctx, &Ledger::new(cluster), &pod)
             .into_iter()
             .map(|n| cluster.nodes[n].name.to_string())
             .collect();

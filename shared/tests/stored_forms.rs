@@ -245,7 +245,7 @@ mod forms {
     /// Instance of team/x, and rollout plan (of the rollout under way and of an image change).
     fn answers(w: &World) -> String {
         w.with_ctx(CONFIG, |ctx| {
-            let decision = alfred::decision::decide_with(ctx);
+            let decision = alfred::decision::decide(ctx);
             let rows: Vec<Value> = decision
                 .recommendations
                 .iter()
@@ -323,7 +323,7 @@ mod forms {
                 }
             });
             w.with_ctx(CONFIG, |ctx| {
-                let decision = alfred::decision::decide_with(ctx);
+                let decision = alfred::decision::decide(ctx);
                 let x = ctx.cluster.workload("team/x").unwrap();
                 let c = &ctx.cluster.components[x.components[0]];
                 prop_assert!(c.rows_error.is_some());

@@ -2,8 +2,8 @@
 //! a whole decision pass, and what it writes it reads back the same.
 #![no_main]
 
-use alfred::model::cluster::Cluster;
 use alfred::config::Config;
+use alfred::model::Context;
 use alfred::snapshot::Snapshot;
 use libfuzzer_sys::fuzz_target;
 
@@ -16,8 +16,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let config = Config::default();
     let now = "2026-09-28T10:15:00Z".parse().expect("a time");
-    let cluster = Cluster::build(&snapshot, &config, now);
-    let _ = alfred::decision::decide(&cluster, &snapshot, &config);
+    let _ = alfred::decision::decide(&Context::build(&snapshot, &config, now));
     let written = serde_json::to_string(&snapshot.to_list()).expect("a snapshot writes as JSON");
     let again = Snapshot::parse(&written).expect("what a snapshot writes, it reads");
     assert_eq!(again.object_count(), snapshot.object_count());

@@ -123,8 +123,8 @@ struct Movable {
 /// move that finds no room costs on a large cluster.
 const CHAIN_SCAN: usize = 64;
 
-struct Planner<'a, 'c, 's> {
-    ctx: &'a Context<'c, 's>,
+struct Planner<'a, 's> {
+    ctx: &'a Context<'s>,
     /// Per node: free GPUs, and GPUs reserved for pending pods placed there.
     free: Vec<i64>,
     reserved: Vec<i64>,
@@ -159,11 +159,7 @@ struct Planner<'a, 'c, 's> {
 
 /// The plan, within `max_moves` if given. `movable[i]`: Instance i passes defragmentation
 /// eligibility (as the decision pass computes it).
-pub fn plan(
-    ctx: &Context<'_, '_>,
-    movable: &[bool],
-    max_moves: Option<usize>,
-) -> ConsolidationPlan {
+pub fn plan(ctx: &Context<'_>, movable: &[bool], max_moves: Option<usize>) -> ConsolidationPlan {
     let mut p = Planner::new(ctx, movable);
     let total: i64 = p.needs.iter().map(|n| n.gpus).sum();
     p.place_unplaced(None);
@@ -183,7 +179,7 @@ pub fn plan(
 
 /// Pending demand placeable on nodes with these free GPUs (largest first, best fit), and the
 /// whole free nodes: for comparing now, after a plan and after an ideal repack.
-pub fn placeable(ctx: &Context<'_, '_>, free: &[i64]) -> Placeable {
+pub fn placeable(ctx: &Context<'_>, free: &[i64]) -> Placeable {
     let mut p = Planner::new(ctx, &vec![false; ctx.cluster.instances.len()]);
     p.free = free.to_vec();
     p.place_unplaced(None);
@@ -199,9 +195,9 @@ pub fn placeable(ctx: &Context<'_, '_>, free: &[i64]) -> Placeable {
     }
 }
 
-impl<'a, 'c, 's> Planner<'a, 'c, 's> {
-    fn new(ctx: &'a Context<'c, 's>, movable: &[bool]) -> Self {
-        let cluster = ctx.cluster;
+impl<'a, 's> Planner<'a, 's> {
+    fn new(ctx: &'a Context<'s>, movable: &[bool]) -> Self {
+        let cluster = &ctx.cluster;
         let avoid = ctx.config.spot_policy.avoid_as_target;
         let host: Vec<bool> = cluster
             .nodes
@@ -712,7 +708,7 @@ impl<'a, 'c, 's> Planner<'a, 'c, 's> {
 
     /// Carries out a trial: its moves in order, then the pending pods the freed room seats.
     fn apply(&mut self, trial: Trial) -> Vec<PlanStep> {
-        let cluster = self.ctx.cluster;
+        let cluster = &self.ctx.cluster;
         let mut steps = Vec::new();
         let mut freed: BTreeSet<usize> = BTreeSet::new();
         for (m, to) in trial.moves {

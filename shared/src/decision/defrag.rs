@@ -39,7 +39,7 @@ pub fn window_open(windows: &[MaintenanceWindow], now: Timestamp) -> bool {
 }
 
 pub fn run(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     pools: &[PoolScore],
     eligibility: &[Eligibility],
 ) -> (Vec<Recommendation>, usize) {
@@ -59,12 +59,12 @@ pub fn run(
 }
 
 fn candidates(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     pool: &PoolScore,
     eligibility: &[Eligibility],
     out: &mut Vec<Recommendation>,
 ) {
-    let cluster = ctx.cluster;
+    let cluster = &ctx.cluster;
     for (w, workload) in cluster.workloads.iter().enumerate() {
         let settings = &ctx.workloads[w];
         let mut components = workload.components.clone();
@@ -147,8 +147,8 @@ fn candidates(
 }
 
 /// The pool and node holding most of a component's GPUs (names break ties).
-fn component_primary(ctx: &Context<'_, '_>, c: usize) -> Option<(String, String)> {
-    let cluster = ctx.cluster;
+fn component_primary(ctx: &Context<'_>, c: usize) -> Option<(String, String)> {
+    let cluster = &ctx.cluster;
     let mut per_node: std::collections::BTreeMap<&str, i64> = Default::default();
     let mut per_pool: std::collections::BTreeMap<&str, i64> = Default::default();
     for &i in &cluster.components[c].instances {
@@ -175,13 +175,13 @@ fn component_primary(ctx: &Context<'_, '_>, c: usize) -> Option<(String, String)
 }
 
 fn omenative(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     pool: &PoolScore,
     i: usize,
     mut row: Row,
     eligibility: &Eligibility,
 ) -> Recommendation {
-    let cluster = ctx.cluster;
+    let cluster = &ctx.cluster;
     let config = ctx.config;
     let inst = &cluster.instances[i];
     if let Some(Some((code, why))) = eligibility {
@@ -309,12 +309,12 @@ fn omenative(
 /// the moved workload's namespace or tenant group, too large for any bin now, not after.
 /// `largest_changed` is the most free GPUs on a bin the move changes.
 fn emergency(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     pool: &PoolScore,
     i: usize,
     largest_changed: i64,
 ) -> Option<String> {
-    let cluster = ctx.cluster;
+    let cluster = &ctx.cluster;
     let config: &Config = ctx.config;
     let settings = ctx.settings_of(i);
     let namespace =

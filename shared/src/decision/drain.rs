@@ -65,8 +65,8 @@ pub struct DrainOptions {
     pub goal: Option<ToFreeFormula>,
 }
 
-pub fn drain(ctx: &Context<'_, '_>, options: &DrainOptions) -> Result<DrainReport, String> {
-    let cluster = ctx.cluster;
+pub fn drain(ctx: &Context<'_>, options: &DrainOptions) -> Result<DrainReport, String> {
+    let cluster = &ctx.cluster;
     let mut listed: Vec<usize> = Vec::new();
     for name in &options.nodes {
         let n = cluster.node_index(name).ok_or_else(|| {

@@ -32,7 +32,7 @@ pub struct Check {
 
 /// The first failing condition, if any.
 pub fn first_failure(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     instance: usize,
     purpose: Purpose,
 ) -> Option<(AdvisoryReason, String)> {
@@ -48,7 +48,7 @@ pub fn first_failure(
 }
 
 /// Every condition in order, failures included (for `explain`).
-pub fn all_checks(ctx: &Context<'_, '_>, instance: usize, purpose: Purpose) -> Vec<Check> {
+pub fn all_checks(ctx: &Context<'_>, instance: usize, purpose: Purpose) -> Vec<Check> {
     let mut checks = Vec::new();
     evaluate(ctx, instance, purpose, |name, verdict| {
         checks.push(Check { name, verdict });
@@ -67,12 +67,12 @@ fn fail(reason: AdvisoryReason, text: String) -> Verdict {
 
 /// Feeds each check to `visit` in order until it returns false.
 fn evaluate(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     i: usize,
     purpose: Purpose,
     mut visit: impl FnMut(&'static str, Verdict) -> bool,
 ) {
-    let cluster = ctx.cluster;
+    let cluster = &ctx.cluster;
     let config = ctx.config;
     let now = ctx.now();
     let instance = &cluster.instances[i];

@@ -94,11 +94,11 @@ pub struct Explanation {
 
 /// Explains the selected Instances, with the rows of a pass already run.
 pub fn explain(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     decision: &Decision,
     selector: &Selector,
 ) -> Result<Vec<Explanation>, String> {
-    let cluster = ctx.cluster;
+    let cluster = &ctx.cluster;
     let workload = cluster.workload(&selector.workload).ok_or_else(|| {
         format!(
             "no InferenceService {} in the cluster (kubectl get inferenceservices -A lists them)",
@@ -140,12 +140,12 @@ pub fn explain(
 }
 
 fn explain_instance(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     decision: &Decision,
     i: usize,
     ledger: &mut Option<simulate::Ledger>,
 ) -> Explanation {
-    let cluster = ctx.cluster;
+    let cluster = &ctx.cluster;
     let inst = &cluster.instances[i];
     let component = &cluster.components[inst.component];
     let workload = ctx.workload_key(i).to_string();

@@ -40,7 +40,7 @@ pub const STAYS: &str =
 
 /// Plans the Instances' moves together; one result per Instance, in the given order.
 pub fn plan_together(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     instances: &[usize],
     options: &JointOptions,
 ) -> Vec<Result<SurgePlan, String>> {
@@ -117,12 +117,12 @@ enum Placed {
 
 /// One solve over the active Instances.
 fn solve_group(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     instances: &[usize],
     active: &[usize],
     options: &JointOptions,
 ) -> BTreeMap<usize, Placed> {
-    let cluster = ctx.cluster;
+    let cluster = &ctx.cluster;
     let mut problem = Problem::new();
     let targets: BTreeMap<usize, Vec<usize>> = active
         .iter()

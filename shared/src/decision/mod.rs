@@ -24,10 +24,8 @@ pub use score::PoolScore;
 pub use simulation::attach as simulate_rows;
 
 use crate::api::component::ComponentKind;
-use crate::config::Config;
 use crate::model::Context;
 use crate::model::cluster::Cluster;
-use crate::snapshot::Snapshot;
 
 /// Why a move was considered.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -360,12 +358,7 @@ pub struct Decision {
 
 /// Runs both policies in recommend-only semantics: every row is `advisory`, and a move the
 /// policies would make becomes advice with `SimulationRecommendOnly`.
-pub fn decide(cluster: &Cluster<'_>, snapshot: &Snapshot, config: &Config) -> Decision {
-    decide_with(&Context::new(cluster, snapshot, config))
-}
-
-/// `decide` on a context the caller keeps (to explain or drain with it afterwards).
-pub fn decide_with(ctx: &Context<'_, '_>) -> Decision {
+pub fn decide(ctx: &Context<'_>) -> Decision {
     let mut decision = plan(ctx);
     simulation::attach(ctx, &mut decision.recommendations);
     for r in &mut decision.recommendations {
@@ -393,7 +386,7 @@ pub fn decide_with(ctx: &Context<'_, '_>) -> Decision {
 
 /// Both policies' rows with their moves still executable and nothing simulated: what the
 /// arbiter takes in execute mode (the dispatcher simulates only the move it is about to send).
-pub fn plan(ctx: &Context<'_, '_>) -> Decision {
+pub fn plan(ctx: &Context<'_>) -> Decision {
     let config = ctx.config;
     let eligibility = defrag_eligibility(ctx);
     let movable = movable_of(&eligibility);
@@ -421,8 +414,8 @@ pub fn plan(ctx: &Context<'_, '_>) -> Decision {
 
 /// Each Instance's defragmentation eligibility: None for those it does not apply to
 /// (not OMENative, or no GPUs), else the first failing check.
-fn defrag_eligibility(ctx: &Context<'_, '_>) -> Vec<defrag::Eligibility> {
-    let cluster = ctx.cluster;
+fn defrag_eligibility(ctx: &Context<'_>) -> Vec<defrag::Eligibility> {
+    let cluster = &ctx.cluster;
     (0..cluster.instances.len())
         .map(|i| {
             let inst = &cluster.instances[i];
@@ -441,7 +434,7 @@ fn movable_of(eligibility: &[defrag::Eligibility]) -> Vec<bool> {
 }
 
 /// Which Instances defragmentation may move (every eligibility check passes).
-pub fn movable(ctx: &Context<'_, '_>) -> Vec<bool> {
+pub fn movable(ctx: &Context<'_>) -> Vec<bool> {
     movable_of(&defrag_eligibility(ctx))
 }
 

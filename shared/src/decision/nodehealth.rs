@@ -75,8 +75,8 @@ pub fn node_record_key(name: &str) -> String {
     format!("node-hash.{}.{digest}", &name[..prefix_len.min(name.len())])
 }
 
-pub fn run(ctx: &Context<'_, '_>) -> (Vec<Recommendation>, BTreeMap<String, NodeRecord>) {
-    let cluster = ctx.cluster;
+pub fn run(ctx: &Context<'_>) -> (Vec<Recommendation>, BTreeMap<String, NodeRecord>) {
+    let cluster = &ctx.cluster;
     let config = ctx.config;
     let mut records = BTreeMap::new();
     for n in &cluster.nodes {
@@ -133,7 +133,7 @@ pub fn run(ctx: &Context<'_, '_>) -> (Vec<Recommendation>, BTreeMap<String, Node
 }
 
 /// Why a node is being left: Unhealthy wins over maintenance.
-fn leave_reason(ctx: &Context<'_, '_>, node: &str) -> Option<CandidateReason> {
+fn leave_reason(ctx: &Context<'_>, node: &str) -> Option<CandidateReason> {
     let n = ctx.cluster.node(node)?;
     if n.health.state == HealthState::Unhealthy {
         Some(CandidateReason::NodeUnhealthy)
@@ -144,8 +144,8 @@ fn leave_reason(ctx: &Context<'_, '_>, node: &str) -> Option<CandidateReason> {
     }
 }
 
-fn evacuations(ctx: &Context<'_, '_>) -> Vec<Recommendation> {
-    let cluster = ctx.cluster;
+fn evacuations(ctx: &Context<'_>) -> Vec<Recommendation> {
+    let cluster = &ctx.cluster;
     let mut rows = Vec::new();
     let mut covered: BTreeSet<usize> = BTreeSet::new();
     let mut to_plan: Vec<(usize, CandidateReason, String)> = Vec::new();
@@ -280,7 +280,7 @@ fn evacuations(ctx: &Context<'_, '_>) -> Vec<Recommendation> {
     rows
 }
 
-fn row(ctx: &Context<'_, '_>, i: usize, reason: CandidateReason, from: &str, score: f64) -> Row {
+fn row(ctx: &Context<'_>, i: usize, reason: CandidateReason, from: &str, score: f64) -> Row {
     let inst = &ctx.cluster.instances[i];
     let kind = ctx.cluster.components[inst.component].kind;
     Row::new(

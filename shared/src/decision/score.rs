@@ -205,7 +205,7 @@ pub fn bins(cluster: &Cluster<'_>, pool: &Pool, avoid_preemptible: bool) -> Vec<
 }
 
 /// Scores every pool; `movable[i]` says whether Instance i passes defragmentation eligibility.
-pub fn score_pools(ctx: &Context<'_, '_>, movable: &[bool]) -> Vec<PoolScore> {
+pub fn score_pools(ctx: &Context<'_>, movable: &[bool]) -> Vec<PoolScore> {
     ctx.cluster
         .pools
         .iter()
@@ -213,8 +213,8 @@ pub fn score_pools(ctx: &Context<'_, '_>, movable: &[bool]) -> Vec<PoolScore> {
         .collect()
 }
 
-fn score_pool(ctx: &Context<'_, '_>, pool: &Pool, movable: &[bool]) -> PoolScore {
-    let cluster = ctx.cluster;
+fn score_pool(ctx: &Context<'_>, pool: &Pool, movable: &[bool]) -> PoolScore {
+    let cluster = &ctx.cluster;
     let defrag = &ctx.config.defragmentation;
     let now = ctx.now();
     let bins = bins(cluster, pool, ctx.config.spot_policy.avoid_as_target);
@@ -343,12 +343,12 @@ fn score_pool(ctx: &Context<'_, '_>, pool: &Pool, movable: &[bool]) -> PoolScore
 /// post-lift order); a pod that fits nowhere goes back home. Unlike the reference, only pods
 /// on bins are repacked (see below), so the best is never worse than what is observed.
 fn repack(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     pool: &Pool,
     bins: &[Bin],
     movable: &[bool],
 ) -> (Vec<(i64, i64)>, usize, Vec<RepackMove>) {
-    let cluster = ctx.cluster;
+    let cluster = &ctx.cluster;
     let mut free: Vec<i64> = bins.iter().map(|b| b.free).collect();
     let bin_of = |host: Option<usize>| bins.binary_search_by_key(&host?, |b| b.index).ok();
     let mut items: Vec<(i64, (&str, &str), usize, usize)> = Vec::new();

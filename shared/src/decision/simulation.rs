@@ -11,8 +11,8 @@ use crate::simulate::{self, Ledger, Outcome, Status};
 /// Rows simulated in one pass.
 pub const SIMULATION_BUDGET: usize = 8;
 
-pub fn attach(ctx: &Context<'_, '_>, rows: &mut [Recommendation]) {
-    let cluster = ctx.cluster;
+pub fn attach(ctx: &Context<'_>, rows: &mut [Recommendation]) {
+    let cluster = &ctx.cluster;
     let mut ledger: Option<Ledger> = None;
     let mut done = 0;
     for r in rows.iter_mut() {
@@ -49,7 +49,7 @@ pub fn attach(ctx: &Context<'_, '_>, rows: &mut [Recommendation]) {
     }
 }
 
-fn summary(ctx: &Context<'_, '_>, o: &Outcome) -> Scheduling {
+fn summary(ctx: &Context<'_>, o: &Outcome) -> Scheduling {
     let p = o.profile.as_ref();
     let text = |f: fn(&simulate::Profile) -> &String| p.map(f).cloned().unwrap_or_default();
     Scheduling {

@@ -16,8 +16,8 @@ pub struct SurgePlan {
 }
 
 /// The Instance's live GPU pods, largest first (name breaks ties).
-pub fn gpu_pods(ctx: &Context<'_, '_>, instance: usize) -> Vec<usize> {
-    let cluster = ctx.cluster;
+pub fn gpu_pods(ctx: &Context<'_>, instance: usize) -> Vec<usize> {
+    let cluster = &ctx.cluster;
     let mut pods: Vec<usize> = cluster.instances[instance]
         .pods
         .iter()
@@ -40,11 +40,11 @@ pub const LISTED_TARGETS: usize = 16;
 /// with room for its smallest pod. Lazy: a pool's nodes are sorted once (`Context`).
 /// `exclude` (node indices) are left out too: nodes being drained.
 pub fn candidates<'a>(
-    ctx: &'a Context<'_, '_>,
+    ctx: &'a Context<'_>,
     instance: usize,
     exclude: &'a [usize],
 ) -> impl Iterator<Item = usize> + 'a {
-    let cluster = ctx.cluster;
+    let cluster = &ctx.cluster;
     let inst = &cluster.instances[instance];
     let order: &[usize] = inst
         .pool
@@ -71,23 +71,14 @@ pub fn candidates<'a>(
 }
 
 /// The first `limit` candidate targets.
-pub fn targets(
-    ctx: &Context<'_, '_>,
-    instance: usize,
-    exclude: &[usize],
-    limit: usize,
-) -> Vec<usize> {
+pub fn targets(ctx: &Context<'_>, instance: usize, exclude: &[usize], limit: usize) -> Vec<usize> {
     candidates(ctx, instance, exclude).take(limit).collect()
 }
 
 /// Plans the move greedily: each pod, largest first, onto the first target with room left.
 /// Err names the pod that fits nowhere.
-pub fn plan(
-    ctx: &Context<'_, '_>,
-    instance: usize,
-    exclude: &[usize],
-) -> Result<SurgePlan, String> {
-    let cluster = ctx.cluster;
+pub fn plan(ctx: &Context<'_>, instance: usize, exclude: &[usize]) -> Result<SurgePlan, String> {
+    let cluster = &ctx.cluster;
     let inst = &cluster.instances[instance];
     if inst.pool.is_none() {
         return Err("its GPU pods are not all in one pool".into());
@@ -123,8 +114,8 @@ pub fn plan(
 }
 
 /// Why pod `p` of the Instance fits on none of the targets.
-pub fn no_room(ctx: &Context<'_, '_>, instance: usize, p: usize, targets: &[usize]) -> String {
-    let cluster = ctx.cluster;
+pub fn no_room(ctx: &Context<'_>, instance: usize, p: usize, targets: &[usize]) -> String {
+    let cluster = &ctx.cluster;
     let pod = &cluster.pods[p];
     let inst = &cluster.instances[instance];
     if targets.is_empty() {

@@ -107,8 +107,8 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    pub fn from_journal(journal: &Journal, ctx: &Context<'_, '_>) -> Ledger {
-        let cluster = ctx.cluster;
+    pub fn from_journal(journal: &Journal, ctx: &Context<'_>) -> Ledger {
+        let cluster = &ctx.cluster;
         let dispatches = journal
             .entries
             .iter()
@@ -150,8 +150,8 @@ impl Ledger {
     }
 }
 
-fn pod_gpus(ctx: &Context<'_, '_>, instance: usize) -> Vec<i64> {
-    let cluster = ctx.cluster;
+fn pod_gpus(ctx: &Context<'_>, instance: usize) -> Vec<i64> {
+    let cluster = &ctx.cluster;
     let mut gpus: Vec<i64> = cluster.instances[instance]
         .pods
         .iter()
@@ -193,8 +193,8 @@ pub struct Caps {
     pub last_hour: usize,
 }
 
-pub fn caps(ctx: &Context<'_, '_>, ledger: &Ledger) -> Caps {
-    let cluster = ctx.cluster;
+pub fn caps(ctx: &Context<'_>, ledger: &Ledger) -> Caps {
+    let cluster = &ctx.cluster;
     let now = ctx.now();
     let hour_ago = now
         .checked_sub(SignedDuration::from_hours(1))
@@ -237,7 +237,7 @@ pub fn caps(ctx: &Context<'_, '_>, ledger: &Ledger) -> Caps {
 
 /// A migration row that breaks OME's contract for the Instance's component: an automatic
 /// migration in a phase only manual ones have, or a manual one without its request's UUID.
-fn invalid_migration_state(ctx: &Context<'_, '_>, instance: usize) -> Option<String> {
+fn invalid_migration_state(ctx: &Context<'_>, instance: usize) -> Option<String> {
     let component = &ctx.cluster.components[ctx.cluster.instances[instance].component];
     let replica = component.replica?;
     replica
@@ -268,7 +268,7 @@ pub struct Inputs<'a> {
 /// Arbitrates the executable, Instance-level moves among `recommendations` (others are
 /// skipped) and returns a verdict for each, in the order they were considered.
 pub fn admit(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     recommendations: &[Recommendation],
     inputs: &Inputs<'_>,
 ) -> Vec<Verdict> {
@@ -290,8 +290,8 @@ pub fn admit(
 }
 
 /// What one arbitration pass has used up so far.
-struct Pass<'p, 'c, 's> {
-    ctx: &'p Context<'c, 's>,
+struct Pass<'p, 's> {
+    ctx: &'p Context<'s>,
     inputs: &'p Inputs<'p>,
     caps: Caps,
     /// Nodes that this pass's node-health moves leave.
@@ -307,9 +307,9 @@ fn minutes(m: i64) -> SignedDuration {
     SignedDuration::from_mins(m)
 }
 
-impl<'p, 'c, 's> Pass<'p, 'c, 's> {
+impl<'p, 's> Pass<'p, 's> {
     fn new(
-        ctx: &'p Context<'c, 's>,
+        ctx: &'p Context<'s>,
         recommendations: &'p [Recommendation],
         inputs: &'p Inputs<'p>,
     ) -> Self {
@@ -360,7 +360,7 @@ impl<'p, 'c, 's> Pass<'p, 'c, 's> {
 
     fn check(&mut self, r: &Recommendation) -> Result<Admission, Rejection> {
         let ctx = self.ctx;
-        let cluster = ctx.cluster;
+        let cluster = &ctx.cluster;
         let config = ctx.config;
         let now = ctx.now();
         let row = &r.row;
@@ -513,7 +513,7 @@ impl<'p, 'c, 's> Pass<'p, 'c, 's> {
         instance: usize,
     ) -> Result<Vec<(String, String)>, Rejection> {
         let ctx = self.ctx;
-        let cluster = ctx.cluster;
+        let cluster = &ctx.cluster;
         let now = ctx.now();
         let node_window = minutes(ctx.config.per_node_cooldown_minutes);
         let targets = if r.placement_targets.is_empty() {
@@ -604,7 +604,7 @@ fn unclaimed(
 /// those claimed and those this move's earlier pods took. Per pod, its target or the most
 /// telling refusal (None with no targets).
 fn first_fit<'t>(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     pods: &[i64],
     targets: &'t [String],
     claimed: &HashMap<String, i64>,

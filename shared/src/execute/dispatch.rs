@@ -170,7 +170,7 @@ pub fn invalid_cooldown(snapshot: &Snapshot) -> Option<String> {
 }
 
 /// How long finished entries stay: an hour, or the longest cooldown that reads them.
-pub fn retention(ctx: &Context<'_, '_>) -> k8s_openapi::jiff::SignedDuration {
+pub fn retention(ctx: &Context<'_>) -> k8s_openapi::jiff::SignedDuration {
     let longest = ctx
         .workloads
         .iter()
@@ -187,7 +187,7 @@ pub fn retention(ctx: &Context<'_, '_>) -> k8s_openapi::jiff::SignedDuration {
 
 /// Loads and reconciles the journal (`state`: the ConfigMap's `state.json`, `None` when the
 /// ConfigMap or key is missing, which reads as an empty journal), then arbitrates.
-pub fn plan(ctx: &Context<'_, '_>, state: Option<&str>, breaker: Option<&str>) -> Plan {
+pub fn plan(ctx: &Context<'_>, state: Option<&str>, breaker: Option<&str>) -> Plan {
     let decision = decision::plan(ctx);
     let journal = load_and_reconcile(ctx, state, breaker);
     let (withheld, retry) = match &journal {
@@ -226,7 +226,7 @@ pub fn plan(ctx: &Context<'_, '_>, state: Option<&str>, breaker: Option<&str>) -
 
 /// The journal's dispatches as the arbiter counts them; a prepared request being retried is
 /// the move itself, not something in its way.
-fn ledger(ctx: &Context<'_, '_>, journal: &Journal, retry: Option<&str>) -> Ledger {
+fn ledger(ctx: &Context<'_>, journal: &Journal, retry: Option<&str>) -> Ledger {
     let mut ledger = Ledger::from_journal(journal, ctx);
     ledger.dispatches.retain(|d| Some(d.uuid.as_str()) != retry);
     ledger
@@ -234,7 +234,7 @@ fn ledger(ctx: &Context<'_, '_>, journal: &Journal, retry: Option<&str>) -> Ledg
 
 /// The stored journal and breaker (none stored: empty ones), reconciled with the cluster.
 fn load_and_reconcile(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     state: Option<&str>,
     breaker: Option<&str>,
 ) -> Result<JournalState, JournalError> {
@@ -257,7 +257,7 @@ fn load_and_reconcile(
 }
 
 /// The pass-wide checks, in the reference's order; a lone `prepared` entry is retried.
-fn pass_wide(ctx: &Context<'_, '_>, journal: &Journal) -> (Option<Withhold>, Option<String>) {
+fn pass_wide(ctx: &Context<'_>, journal: &Journal) -> (Option<Withhold>, Option<String>) {
     let unresolved: Vec<&Entry> = journal.unresolved().collect();
     let mut retry = None;
     match unresolved.as_slice() {
@@ -323,8 +323,8 @@ fn pass_wide(ctx: &Context<'_, '_>, journal: &Journal) -> (Option<Withhold>, Opt
 
 /// What the decision relied on about the source: the InferenceService and InferenceReplica
 /// identities and generations, and the Instance's pods and their nodes.
-pub fn fingerprint(ctx: &Context<'_, '_>, instance: usize) -> String {
-    let cluster = ctx.cluster;
+pub fn fingerprint(ctx: &Context<'_>, instance: usize) -> String {
+    let cluster = &ctx.cluster;
     let inst = &cluster.instances[instance];
     let component = &cluster.components[inst.component];
     let isvc = &cluster.workloads[component.workload].isvc.metadata;
@@ -397,11 +397,11 @@ fn same_move(a: &Row, b: &Row) -> bool {
 pub fn preflight(
     chosen: &Recommendation,
     chosen_fingerprint: &str,
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     fresh: &Plan,
     uuid: &str,
 ) -> Result<Prepared, Withhold> {
-    let cluster = ctx.cluster;
+    let cluster = &ctx.cluster;
     let now = ctx.now();
     let Some(index) = fresh
         .decision
@@ -715,7 +715,7 @@ pub fn journal_row(entry: &Entry) -> Row {
 /// `ExecutionDisabled` (alfred-policies.md "The arbiter"). A journal that cannot be read
 /// gives its error instead.
 pub fn journal_recommendations(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     state: Option<&str>,
     breaker: Option<&str>,
 ) -> Result<Vec<Recommendation>, JournalError> {

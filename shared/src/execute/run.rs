@@ -12,7 +12,6 @@ use crate::config::Config;
 use crate::decision::Row;
 use crate::migration;
 use crate::model::Context;
-use crate::model::cluster::Cluster;
 use crate::snapshot::Snapshot;
 
 /// The journal ConfigMap's two keys and its version, as read.
@@ -127,8 +126,7 @@ async fn attempt<S: Store>(
 ) -> Result<Option<Report>, String> {
     let (snapshot, now) = store.observe().await?;
     let mut doc = store.read_journal().await?;
-    let cluster = Cluster::build(&snapshot, config, now);
-    let ctx = Context::new(&cluster, &snapshot, config);
+    let ctx = Context::build(&snapshot, config, now);
     let plan = dispatch::plan(&ctx, doc.state.as_deref(), doc.breaker.as_deref());
     let mut report = Report {
         journal: plan.journal.as_ref().ok().map(|s| s.journal.clone()),
@@ -200,8 +198,7 @@ async fn attempt<S: Store>(
         ));
         return Ok(Some(report));
     }
-    let fresh_cluster = Cluster::build(&fresh_snapshot, config, fresh_now);
-    let fresh_ctx = Context::new(&fresh_cluster, &fresh_snapshot, config);
+    let fresh_ctx = Context::build(&fresh_snapshot, config, fresh_now);
     let fresh = dispatch::plan(
         &fresh_ctx,
         fresh_doc.state.as_deref(),
@@ -220,7 +217,8 @@ async fn attempt<S: Store>(
     for &i in &candidates {
         let rec = &report.plan.decision.recommendations[i];
         let Some(instance) =
-            cluster.instance_of(&rec.row.workload, rec.row.component, rec.row.instance)
+            ctx.cluster
+                .instance_of(&rec.row.workload, rec.row.component, rec.row.instance)
         else {
             continue;
         };

@@ -138,11 +138,12 @@ fn malformed_request(w: &Workload<'_>, cluster: &Cluster<'_>) -> Option<String> 
     None
 }
 
-/// The pass's view: the cluster model plus what each workload and component brings.
-pub struct Context<'c, 's> {
-    pub cluster: &'c Cluster<'s>,
+/// The pass's view: the cluster model plus what each workload and component brings, built
+/// once from a snapshot, the configuration and `now` ([`Context::build`]).
+pub struct Context<'s> {
+    pub cluster: Cluster<'s>,
     pub snapshot: &'s Snapshot,
-    pub config: &'c Config,
+    pub config: &'s Config,
     /// By workload index.
     pub workloads: Vec<WorkloadSettings>,
     /// By component index: where its model lets its pods run.
@@ -157,8 +158,15 @@ pub struct Context<'c, 's> {
     ready_nodes: Vec<Vec<bool>>,
 }
 
-impl<'c, 's> Context<'c, 's> {
-    pub fn new(cluster: &'c Cluster<'s>, snapshot: &'s Snapshot, config: &'c Config) -> Self {
+impl<'s> Context<'s> {
+    /// The cluster model and everything the policies read besides, at `now`.
+    pub fn build(snapshot: &'s Snapshot, config: &'s Config, now: Timestamp) -> Self {
+        Self::of(Cluster::build(snapshot, config, now), snapshot, config)
+    }
+
+    /// Around a cluster model already built from this snapshot and configuration.
+    pub fn of(model: Cluster<'s>, snapshot: &'s Snapshot, config: &'s Config) -> Self {
+        let cluster = &model;
         let workloads = cluster
             .workloads
             .iter()
@@ -210,7 +218,7 @@ impl<'c, 's> Context<'c, 's> {
             })
             .collect();
         Context {
-            cluster,
+            cluster: model,
             snapshot,
             config,
             workloads,

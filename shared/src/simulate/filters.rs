@@ -114,7 +114,7 @@ pub fn fits(ledger: &Ledger, request: &[(usize, i64)], n: usize) -> bool {
 }
 
 /// The filters before NodeResourcesFit, which do not change as pods are placed.
-fn before_fit(ctx: &Context<'_, '_>, pod: &NewPod, n: usize) -> Result<(), Rejection> {
+fn before_fit(ctx: &Context<'_>, pod: &NewPod, n: usize) -> Result<(), Rejection> {
     let node = &ctx.cluster.nodes[n];
     let spec = &pod.spec;
     let taints = &node.node.spec.taints;
@@ -167,7 +167,7 @@ fn resource_fit(ledger: &Ledger, request: &[(usize, i64)], n: usize) -> Result<(
 
 /// The node affinity of each bound volume the pod claims (VolumeBinding's input; the same on
 /// every node).
-fn volume_affinities<'s>(ctx: &Context<'_, 's>, pod: &NewPod) -> Vec<&'s NodeSelector> {
+fn volume_affinities<'s>(ctx: &Context<'s>, pod: &NewPod) -> Vec<&'s NodeSelector> {
     pod.spec
         .volumes
         .iter()
@@ -189,7 +189,7 @@ pub struct Fixed {
 }
 
 /// The fixed filters of a pod on every node, by node index.
-pub fn fixed(ctx: &Context<'_, '_>, pod: &NewPod) -> Vec<Fixed> {
+pub fn fixed(ctx: &Context<'_>, pod: &NewPod) -> Vec<Fixed> {
     let volumes = volume_affinities(ctx, pod);
     ctx.cluster
         .nodes
@@ -215,7 +215,7 @@ impl Fixed {
 
 /// Runs the filters on one node in kube-scheduler's order; the first rejection wins.
 pub fn check(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     fixed: &Fixed,
     topology: Option<&super::topology::Topology>,
     ledger: &Ledger,
@@ -232,7 +232,7 @@ pub fn check(
 /// GPUs it asks for, preferred node affinity (weight 2, 0-100 by the terms' weights) and
 /// PreferNoSchedule taints it does not tolerate (weight 3, fewer is better).
 pub fn score(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     ledger: &Ledger,
     spec: &PodSpec,
     request: &[(usize, i64)],

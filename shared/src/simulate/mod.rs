@@ -199,7 +199,7 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<O
 
 /// A claim whose placement depends on binding, which the simulator does not do: one not yet
 /// bound to a volume (`WaitForFirstConsumer`), or missing.
-fn unsupported_volume(ctx: &Context<'_, '_>, pod: &NewPod) -> Option<String> {
+fn unsupported_volume(ctx: &Context<'_>, pod: &NewPod) -> Option<String> {
     pod.spec.volumes.iter().find_map(|v| {
         let claim = &v.persistent_volume_claim.as_ref()?.claim_name;
         let bound = ctx
@@ -217,12 +217,7 @@ fn unsupported_volume(ctx: &Context<'_, '_>, pod: &NewPod) -> Option<String> {
 }
 
 /// Places the pods, all or nothing, on nodes other than `exclude` (by index).
-pub fn simulate(
-    ctx: &Context<'_, '_>,
-    ledger: &Ledger,
-    pods: &[NewPod],
-    exclude: &[usize],
-) -> Outcome {
+pub fn simulate(ctx: &Context<'_>, ledger: &Ledger, pods: &[NewPod], exclude: &[usize]) -> Outcome {
     let profile = match select_profile(ctx.config, pods) {
         Ok(p) => p,
         Err(outcome) => return *outcome,
@@ -249,7 +244,7 @@ pub fn simulate(
             ..Outcome::refused(Status::Unsupported, "InputUnsupported", why)
         };
     }
-    let cluster: &Cluster<'_> = ctx.cluster;
+    let cluster: &Cluster<'_> = &ctx.cluster;
     let mut ledger = ledger.clone();
     let mut placements = Vec::new();
     // Largest first, as a gang scheduler seats its biggest members before the rest.
@@ -375,7 +370,7 @@ fn pick(feasible: &[(usize, i64, topology::RawScores)]) -> Option<usize> {
 
 /// The nodes that pass every filter for one pod on the cluster as it is: the scheduler's
 /// feasible set.
-pub fn feasible_nodes(ctx: &Context<'_, '_>, ledger: &Ledger, pod: &NewPod) -> Vec<usize> {
+pub fn feasible_nodes(ctx: &Context<'_>, ledger: &Ledger, pod: &NewPod) -> Vec<usize> {
     let mut ledger = ledger.clone();
     let request = ledger.requests_of(&pod.spec);
     let others = running(ctx);
@@ -396,8 +391,8 @@ fn has_topology(spec: &PodSpec) -> bool {
 }
 
 /// The running pods as the topology filters count them (bound, not ending).
-fn running<'c>(ctx: &'c Context<'_, '_>) -> Vec<topology::Placed<'c>> {
-    let cluster = ctx.cluster;
+fn running<'c>(ctx: &'c Context<'_>) -> Vec<topology::Placed<'c>> {
+    let cluster = &ctx.cluster;
     cluster
         .pods
         .iter()
@@ -419,13 +414,13 @@ const EXAMPLES: usize = 10;
 
 /// kube-scheduler's answer for a pod no node takes: every node's first failing filter, counted.
 fn infeasible(
-    ctx: &Context<'_, '_>,
+    ctx: &Context<'_>,
     pod: &NewPod,
     exclude: &[usize],
     profile: Profile,
     check: impl Fn(usize) -> Result<(), Rejection>,
 ) -> Outcome {
-    let cluster = ctx.cluster;
+    let cluster = &ctx.cluster;
     let mut by_reason: BTreeMap<Option<Rejection>, (usize, Vec<String>)> = BTreeMap::new();
     for (n, node) in cluster.nodes.iter().enumerate() {
         let why = if exclude.contains(&n) {

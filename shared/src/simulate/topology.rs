@@ -150,8 +150,8 @@ pub struct RawScores {
 }
 
 impl Topology {
-    pub fn new(ctx: &Context<'_, '_>, pod: &NewPod, others: &[Placed<'_>]) -> Topology {
-        let cluster = ctx.cluster;
+    pub fn new(ctx: &Context<'_>, pod: &NewPod, others: &[Placed<'_>]) -> Topology {
+        let cluster = &ctx.cluster;
         let spec = &pod.spec;
         let value = |n: usize, key: &str| cluster.nodes[n].label(key).map(str::to_string);
         let me = Placed {
@@ -380,7 +380,7 @@ impl Topology {
 
     /// The node's raw InterPodAffinity and PodTopologySpread scores (kube-scheduler's, before
     /// normalization): matching pods in its domains times each term's weight.
-    pub fn raw_scores(&self, ctx: &Context<'_, '_>, n: usize) -> RawScores {
+    pub fn raw_scores(&self, ctx: &Context<'_>, n: usize) -> RawScores {
         let node = &ctx.cluster.nodes[n];
         let sum = |terms: &[Preference]| -> f64 {
             terms
@@ -409,7 +409,7 @@ impl Topology {
     }
 
     /// PodTopologySpread then InterPodAffinity on one node.
-    pub fn check(&self, ctx: &Context<'_, '_>, n: usize) -> Result<(), Rejection> {
+    pub fn check(&self, ctx: &Context<'_>, n: usize) -> Result<(), Rejection> {
         let node = &ctx.cluster.nodes[n];
         for s in &self.spread {
             let Some(v) = node.label(&s.key) else {

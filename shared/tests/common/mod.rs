@@ -4,7 +4,6 @@
 
 use alfred::config::Config;
 use alfred::decision::Decision;
-use alfred::model::cluster::Cluster;
 use alfred::snapshot::Snapshot;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
@@ -138,12 +137,15 @@ impl World {
         )
         .unwrap();
         let config = Config::parse(&format!("schemaVersion: 1\n{config}")).unwrap();
-        let cluster = Cluster::build(&snapshot, &config, self.now.parse().unwrap());
-        f(&alfred::model::Context::new(&cluster, &snapshot, &config))
+        f(&alfred::model::Context::build(
+            &snapshot,
+            &config,
+            self.now.parse().unwrap(),
+        ))
     }
 
     pub fn decide(&self, config: &str) -> Decision {
-        self.with_ctx(config, alfred::decision::decide_with)
+        self.with_ctx(config, alfred::decision::decide)
     }
 
     /// Sets ConfigMap `name` (namespace `ome`) to hold `config.yaml: text`.
