@@ -94,6 +94,19 @@ struct Args {
     log_format: LogFormat,
 }
 
+impl Args {
+    fn limits(&self) -> Limits {
+        Limits {
+            max_body: self.max_body_bytes as usize,
+            max_connections: self.max_connections as usize,
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+            idle_timeout: self.idle_timeout,
+            large_body_budget: self.large_body_budget_bytes as usize,
+        }
+    }
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 enum LogFormat {
     Json,
@@ -203,23 +216,9 @@ async fn run(args: Args) -> Result<()> {
         drain_delay: args.shutdown_delay,
         grace: args.shutdown_grace,
     };
-    serve(
-        state,
-        tls,
-        listeners,
-        Limits {
-            max_body: args.max_body_bytes as usize,
-            max_connections: args.max_connections as usize,
-            header_timeout: args.header_timeout,
-            body_timeout: args.body_timeout,
-            idle_timeout: args.idle_timeout,
-            large_body_budget: args.large_body_budget_bytes as usize,
-        },
-        shutdown,
-        terminated(),
-    )
-    .await
-    .context("serving")?;
+    serve(state, tls, listeners, args.limits(), shutdown, terminated())
+        .await
+        .context("serving")?;
     tracing::info!("alfred-webhook stopped");
     Ok(())
 }
@@ -237,5 +236,19 @@ async fn terminated() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags' defaults are the library's: one set of limits, written twice, kept equal.
+    #[test]
+    fn flag_defaults_are_the_default_limits() {
+        assert_eq!(
+            Args::parse_from(["alfred-webhook"]).limits(),
+            Limits::default()
+        );
     }
 }
