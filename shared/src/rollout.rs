@@ -864,15 +864,6 @@ pub fn gang_abandoned(
     }
 }
 
-/// The Warning when a gang replacement lost members after taking over serving: the revision
-/// admits no further attempt.
-pub fn gang_held(component: ComponentKind, index: i32, pinned: &str, surge_index: i32) -> String {
-    format!(
-        "OMENative {} held: revision {pinned} admits no further attempt after the replacement gang (surge-index={surge_index}) lost members once it had taken over serving; the Instance stays Failed until a corrected revision or a reset",
-        event_key(component, index)
-    )
-}
-
 /// The Warning OME records once per Held retry block (omenative-reference.md §3.6).
 pub fn retry_held(replica: &str, component: ComponentKind, block: &RetryBlock) -> String {
     format!(
