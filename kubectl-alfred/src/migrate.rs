@@ -514,8 +514,8 @@ async fn standing(global: &GlobalArgs) -> Result<(KubeStore, Standing)> {
     let plan = dispatch::plan(&ctx, doc.state.as_deref(), doc.breaker.as_deref());
     let state = plan.journal.as_ref().map_err(|e| anyhow!("{e}"))?;
     let (journal, breaker) = (state.journal.clone(), state.breaker.clone());
-    let ledger = alfred::execute::arbiter::Ledger::from_journal(&journal, &ctx);
-    let caps = alfred::execute::arbiter::caps(&ctx, &ledger);
+    let history = alfred::execute::arbiter::DispatchHistory::from_journal(&journal, &ctx);
+    let caps = alfred::execute::arbiter::caps(&ctx, &history);
     drop(ctx);
     store.first = Some((snapshot, now));
     Ok((

@@ -4,7 +4,7 @@
 
 mod common;
 
-use alfred::execute::arbiter::{self, ArbiterReason, Ledger};
+use alfred::execute::arbiter::{self, ArbiterReason, DispatchHistory};
 use alfred::execute::breaker::{Breaker, MigrationOutcome};
 use alfred::execute::dispatch::{self, DispatchReason};
 
@@ -921,9 +921,9 @@ fn the_open_breaker_and_the_first_checks() {
     let planned = evacuation().with_ctx(EXEC, |ctx| alfred::decision::plan(ctx).recommendations);
     let later = |w: World| {
         w.with_ctx(EXEC, |ctx| {
-            let ledger = Ledger::default();
+            let history = DispatchHistory::default();
             let inputs = arbiter::Inputs {
-                ledger: &ledger,
+                history: &history,
                 breaker_open_until: None,
             };
             arbiter::admit(ctx, &planned, &inputs)
@@ -1007,9 +1007,9 @@ fn targets_under_evacuation_and_claimed_capacity_are_refused() {
     let results = evacuation()
         .edit("Node", "n3", |n| n["spec"]["unschedulable"] = json!(true))
         .with_ctx(EXEC, |ctx| {
-            let ledger = Ledger::default();
+            let history = DispatchHistory::default();
             let inputs = arbiter::Inputs {
-                ledger: &ledger,
+                history: &history,
                 breaker_open_until: None,
             };
             arbiter::admit(ctx, &planned, &inputs)
@@ -1023,9 +1023,9 @@ fn targets_under_evacuation_and_claimed_capacity_are_refused() {
         "n3 cordoned outranks n2 under evacuation"
     );
     let results = evacuation().with_ctx(EXEC, |ctx| {
-        let ledger = Ledger::default();
+        let history = DispatchHistory::default();
         let inputs = arbiter::Inputs {
-            ledger: &ledger,
+            history: &history,
             breaker_open_until: None,
         };
         let mut only_n2 = planned.clone();
@@ -1359,9 +1359,9 @@ fn the_first_failing_check_is_the_reason() {
     });
     let reason_for_b = |w: World| {
         w.with_ctx(MAINTENANCE, |ctx| {
-            let ledger = Ledger::default();
+            let history = DispatchHistory::default();
             let inputs = arbiter::Inputs {
-                ledger: &ledger,
+                history: &history,
                 breaker_open_until: None,
             };
             arbiter::admit(ctx, &planned, &inputs)

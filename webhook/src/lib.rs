@@ -1,10 +1,11 @@
 //! `alfred-webhook`: the admission webhook, a thin adapter over the core's rules
 //! (`alfred::admission`): [`review`] answers one AdmissionReview, [`server`] serves them over
-//! TLS, [`cluster`] reads runtimes and OME's defaults, [`tls`] loads and reloads certificates.
+//! TLS within what [`guard`] lets connections and bodies cost, [`lookups`] reads runtimes and
+//! OME's defaults, [`tls`] loads and reloads certificates.
 
-pub mod cluster;
 pub mod guard;
 pub mod logs;
+pub mod lookups;
 pub mod metrics;
 pub mod review;
 pub mod server;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use alfred_webhook::cluster::{ApiRuntimes, DefaultsSource, SharedDefaults};
 use alfred_webhook::guard::Limits;
+use alfred_webhook::lookups::{ApiRuntimes, DefaultsSource, SharedDefaults};
 use alfred_webhook::metrics::Metrics;
 use alfred_webhook::server::{AppState, Listeners, Shutdown, serve};
 use alfred_webhook::tls::CertFiles;

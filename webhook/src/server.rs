@@ -16,8 +16,8 @@ use axum_server::Handle;
 use axum_server::tls_rustls::RustlsConfig;
 use hyper_util::rt::TokioTimer;
 
-use crate::cluster::{ApiRuntimes, SharedDefaults};
 use crate::guard::{BodyBudget, GuardedAcceptor, Limits, SMALL_BODY, read_body};
+use crate::lookups::{ApiRuntimes, SharedDefaults};
 use crate::metrics::{Event, Metrics};
 use crate::review::{Context, Hook, Outcome, answer, parse};
 

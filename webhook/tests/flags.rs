@@ -46,7 +46,7 @@ fn zero_caps_are_usage_errors() {
 /// The `--operator-defaults` file is read with the bounds every reader has.
 #[test]
 fn the_operator_defaults_file_is_read_within_the_bounds() {
-    use alfred_webhook::cluster::defaults_from_manifest;
+    use alfred_webhook::lookups::defaults_from_manifest;
     let bomb = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: inferenceservice-config}}\nx: &a \"{}\"\ndata: [{}]\n",
         "x".repeat(1 << 20),

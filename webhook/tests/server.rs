@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use alfred::strategy::OperatorDefaults;
-use alfred_webhook::cluster::SharedDefaults;
 use alfred_webhook::guard::Limits;
+use alfred_webhook::lookups::SharedDefaults;
 use alfred_webhook::metrics::Metrics;
 use alfred_webhook::server::{AppState, Listeners, Shutdown, serve};
 use alfred_webhook::tls::{CertFiles, provider};

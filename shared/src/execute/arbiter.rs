@@ -102,12 +102,12 @@ pub struct Dispatch {
 
 /// What the arbiter and the dispatcher know of past dispatches: the journal's entries.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Ledger {
+pub struct DispatchHistory {
     pub dispatches: Vec<Dispatch>,
 }
 
-impl Ledger {
-    pub fn from_journal(journal: &Journal, ctx: &Context<'_>) -> Ledger {
+impl DispatchHistory {
+    pub fn from_journal(journal: &Journal, ctx: &Context<'_>) -> DispatchHistory {
         let cluster = &ctx.cluster;
         let dispatches = journal
             .entries
@@ -133,7 +133,7 @@ impl Ledger {
                 }
             })
             .collect();
-        Ledger { dispatches }
+        DispatchHistory { dispatches }
     }
 
     /// The newest dispatch that cools `node` at `now`: one that targeted it, or left it
@@ -193,7 +193,7 @@ pub struct Caps {
     pub last_hour: usize,
 }
 
-pub fn caps(ctx: &Context<'_>, ledger: &Ledger) -> Caps {
+pub fn caps(ctx: &Context<'_>, history: &DispatchHistory) -> Caps {
     let cluster = &ctx.cluster;
     let now = ctx.now();
     let hour_ago = now
@@ -205,13 +205,13 @@ pub fn caps(ctx: &Context<'_>, ledger: &Ledger) -> Caps {
         .map(|m| m.uuid.to_ascii_lowercase())
         .collect();
     in_flight.extend(
-        ledger
+        history
             .dispatches
             .iter()
             .filter(|d| d.unresolved)
             .map(|d| d.uuid.to_ascii_lowercase()),
     );
-    let ours = ledger
+    let ours = history
         .dispatches
         .iter()
         .filter(|d| d.at >= hour_ago)
@@ -260,7 +260,7 @@ fn invalid_migration_state(ctx: &Context<'_>, instance: usize) -> Option<String>
 
 /// The arbiter's inputs beyond the pass's context.
 pub struct Inputs<'a> {
-    pub ledger: &'a Ledger,
+    pub history: &'a DispatchHistory,
     /// The breaker is open until this time.
     pub breaker_open_until: Option<Timestamp>,
 }
@@ -319,7 +319,7 @@ impl<'p, 's> Pass<'p, 's> {
             .map(|r| r.row.from_node.as_str())
             .collect();
         let mut claimed: HashMap<String, i64> = HashMap::new();
-        for d in inputs.ledger.dispatches.iter().filter(|d| d.unabsorbed) {
+        for d in inputs.history.dispatches.iter().filter(|d| d.unabsorbed) {
             let fits = first_fit(
                 ctx,
                 &d.pod_gpus,
@@ -341,7 +341,7 @@ impl<'p, 's> Pass<'p, 's> {
         Pass {
             ctx,
             inputs,
-            caps: caps(ctx, inputs.ledger),
+            caps: caps(ctx, inputs.history),
             evacuating,
             claimed,
             landed_on: HashSet::new(),
@@ -424,7 +424,7 @@ impl<'p, 's> Pass<'p, 's> {
         // The newest end OME reports, or that Alfred's journal recorded (OME trims its list).
         let journaled = self
             .inputs
-            .ledger
+            .history
             .dispatches
             .iter()
             .filter(|d| d.workload == row.workload)
@@ -465,7 +465,11 @@ impl<'p, 's> Pass<'p, 's> {
         }
         let node_window = minutes(config.per_node_cooldown_minutes);
         let source_cooling = (!health)
-            .then(|| self.inputs.ledger.cooling(&row.from_node, now, node_window))
+            .then(|| {
+                self.inputs
+                    .history
+                    .cooling(&row.from_node, now, node_window)
+            })
             .flatten();
         if let Some(d) = source_cooling {
             return reject(
@@ -557,7 +561,7 @@ impl<'p, 's> Pass<'p, 's> {
                         ArbiterReason::TargetNodeBusy,
                         format!("another move admitted in this pass lands on node {t}"),
                     ),
-                    Some(_) => match self.inputs.ledger.cooling(t, now, node_window) {
+                    Some(_) => match self.inputs.history.cooling(t, now, node_window) {
                         Some(d) => (
                             ArbiterReason::NodeCooldown,
                             format!("target node {t} was used by request {} at {}", d.uuid, d.at),

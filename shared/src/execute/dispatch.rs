@@ -7,7 +7,7 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use super::arbiter::{self, Admission, Ledger, Verdict};
+use super::arbiter::{self, Admission, DispatchHistory, Verdict};
 use super::breaker::Breaker;
 use super::journal::{Entry, EntryReason, Journal, JournalError, Phase, WorkloadRef};
 use super::reconcile::{self, Timing, Transition};
@@ -200,18 +200,18 @@ pub fn plan(ctx: &Context<'_>, state: Option<&str>, breaker: Option<&str>) -> Pl
         ),
         Ok(s) => pass_wide(ctx, &s.journal),
     };
-    let (ledger, breaker_open_until) = match &journal {
+    let (history, breaker_open_until) = match &journal {
         Ok(s) => (
-            ledger(ctx, &s.journal, retry.as_deref()),
+            history(ctx, &s.journal, retry.as_deref()),
             s.breaker.open(ctx.now()),
         ),
-        Err(_) => (Ledger::default(), None),
+        Err(_) => (DispatchHistory::default(), None),
     };
     let verdicts = arbiter::admit(
         ctx,
         &decision.recommendations,
         &arbiter::Inputs {
-            ledger: &ledger,
+            history: &history,
             breaker_open_until,
         },
     );
@@ -226,10 +226,12 @@ pub fn plan(ctx: &Context<'_>, state: Option<&str>, breaker: Option<&str>) -> Pl
 
 /// The journal's dispatches as the arbiter counts them; a prepared request being retried is
 /// the move itself, not something in its way.
-fn ledger(ctx: &Context<'_>, journal: &Journal, retry: Option<&str>) -> Ledger {
-    let mut ledger = Ledger::from_journal(journal, ctx);
-    ledger.dispatches.retain(|d| Some(d.uuid.as_str()) != retry);
-    ledger
+fn history(ctx: &Context<'_>, journal: &Journal, retry: Option<&str>) -> DispatchHistory {
+    let mut history = DispatchHistory::from_journal(journal, ctx);
+    history
+        .dispatches
+        .retain(|d| Some(d.uuid.as_str()) != retry);
+    history
 }
 
 /// The stored journal and breaker (none stored: empty ones), reconciled with the cluster.
@@ -505,8 +507,8 @@ pub fn preflight(
             ),
         ));
     }
-    let ledger = match &fresh.journal {
-        Ok(s) => ledger(ctx, &s.journal, fresh.retry.as_deref()),
+    let history = match &fresh.journal {
+        Ok(s) => history(ctx, &s.journal, fresh.retry.as_deref()),
         Err(e) => {
             return Err(Withhold::new(
                 DispatchReason::JournalUnavailable,
@@ -537,7 +539,7 @@ pub fn preflight(
                 ),
             ));
         }
-        if let Some(d) = ledger.cooling(&p.node, now, node_window) {
+        if let Some(d) = history.cooling(&p.node, now, node_window) {
             return Err(Withhold::new(
                 DispatchReason::TargetCooldown,
                 format!(

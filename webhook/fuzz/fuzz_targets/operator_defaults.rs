@@ -5,6 +5,6 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = alfred_webhook::cluster::defaults_from_manifest(text);
+        let _ = alfred_webhook::lookups::defaults_from_manifest(text);
     }
 });
