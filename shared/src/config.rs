@@ -26,17 +26,19 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// Alfred's `mode`: advice only, or moves under the arbiter (not a workload's
+/// [`crate::mode::DeploymentMode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum OperatingMode {
     RecommendOnly,
     Execute,
 }
 
-impl Mode {
+impl OperatingMode {
     pub fn as_str(self) -> &'static str {
         match self {
-            Mode::RecommendOnly => "recommend-only",
-            Mode::Execute => "execute",
+            OperatingMode::RecommendOnly => "recommend-only",
+            OperatingMode::Execute => "execute",
         }
     }
 }
@@ -76,7 +78,7 @@ pub enum EarlyTick {
 /// The resolved configuration, every key with its value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
-    pub mode: Mode,
+    pub mode: OperatingMode,
     pub decision_loop_interval: SignedDuration,
     pub observation_loop_interval: SignedDuration,
     pub early_tick_on: Vec<EarlyTick>,
@@ -95,7 +97,7 @@ pub struct Config {
     pub max_migrations_per_hour: i64,
     pub emergency_pending_age_minutes: i64,
     pub maintenance_windows: Vec<MaintenanceWindow>,
-    pub spot_policy: SpotPolicy,
+    pub spot_policy: SpotSettings,
     pub allow_cross_tenant_optimization: bool,
     pub log_level: String,
     pub structured_logging: bool,
@@ -161,8 +163,10 @@ pub struct MaintenanceWindow {
 
 pub const DAY_NAMES: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 
+/// How spot nodes are treated cluster-wide; a workload's own choice is its
+/// [`crate::annotations::SpotPolicy`].
 #[derive(Clone, Debug, PartialEq)]
-pub struct SpotPolicy {
+pub struct SpotSettings {
     pub avoid_as_target: bool,
     pub prefer_as_source: bool,
     pub preemptible_labels: Vec<String>,
@@ -198,7 +202,7 @@ pub struct Migration {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            mode: Mode::RecommendOnly,
+            mode: OperatingMode::RecommendOnly,
             decision_loop_interval: SignedDuration::from_mins(5),
             observation_loop_interval: SignedDuration::from_secs(30),
             early_tick_on: vec![
@@ -236,7 +240,7 @@ impl Default for Config {
             max_migrations_per_hour: 10,
             emergency_pending_age_minutes: 10,
             maintenance_windows: Vec::new(),
-            spot_policy: SpotPolicy {
+            spot_policy: SpotSettings {
                 avoid_as_target: true,
                 prefer_as_source: true,
                 preemptible_labels: vec![
@@ -521,8 +525,8 @@ impl RawConfig {
             None => return Err(invalid("schemaVersion is required and must be 1".into())),
         }
         let mode = match self.mode.as_deref() {
-            None | Some("recommend-only") => Mode::RecommendOnly,
-            Some("execute") => Mode::Execute,
+            None | Some("recommend-only") => OperatingMode::RecommendOnly,
+            Some("execute") => OperatingMode::Execute,
             Some(other) => {
                 return Err(invalid(format!(
                     "mode must be one of recommend-only, execute, got {other:?}"
@@ -660,7 +664,7 @@ impl RawConfig {
             max_migrations_per_hour,
             emergency_pending_age_minutes,
             maintenance_windows,
-            spot_policy: SpotPolicy {
+            spot_policy: SpotSettings {
                 avoid_as_target: spot
                     .avoid_as_target
                     .unwrap_or(d.spot_policy.avoid_as_target),

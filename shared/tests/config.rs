@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use alfred::config::{Aggressiveness, Config, ConfigError, EarlyTick, Mode, TriggerMatcher};
+use alfred::config::{
+    Aggressiveness, Config, ConfigError, EarlyTick, OperatingMode, TriggerMatcher,
+};
 use k8s_openapi::jiff::SignedDuration;
 
 fn parse(text: &str) -> Result<Config, ConfigError> {
@@ -20,7 +22,7 @@ fn invalid(text: &str) -> String {
 fn every_default() {
     let c = parse("schemaVersion: 1\n").unwrap();
     assert_eq!(c, Config::default());
-    assert_eq!(c.mode, Mode::RecommendOnly);
+    assert_eq!(c.mode, OperatingMode::RecommendOnly);
     assert_eq!(c.decision_loop_interval, SignedDuration::from_mins(5));
     assert_eq!(c.observation_loop_interval, SignedDuration::from_secs(30));
     assert_eq!(
@@ -143,7 +145,7 @@ migration: {apiVersion: v1, acknowledgementTimeout: 90s}
 "#,
     )
     .unwrap();
-    assert_eq!(c.mode, Mode::Execute);
+    assert_eq!(c.mode, OperatingMode::Execute);
     assert!(c.migration_api_available());
     assert_eq!(c.decision_loop_interval, SignedDuration::from_secs(90));
     assert_eq!(c.defragmentation.aggressiveness.cost_weight(), 0.5);

@@ -13,7 +13,7 @@ use super::journal::{Entry, EntryReason, Journal, JournalError, Phase, WorkloadR
 use super::reconcile::{self, Timing, Transition};
 use crate::annotations;
 use crate::api::keys;
-use crate::config::{Config, Mode};
+use crate::config::{Config, OperatingMode};
 use crate::decision::{self, Decision, Outcome, PolicyName, Recommendation, Row};
 use crate::migration::{self, MigrationRequest};
 use crate::model::Context;
@@ -138,7 +138,7 @@ impl Plan {
 
 /// Why execute mode is off, if it is.
 pub fn execution_disabled(config: &Config) -> Option<String> {
-    if config.mode != Mode::Execute {
+    if config.mode != OperatingMode::Execute {
         Some(format!(
             "Alfred's mode is {}; set mode: execute to let it migrate",
             config.mode.as_str()
