@@ -439,7 +439,7 @@ fn render_report(report: &run::Report, output: Output) -> Result<String> {
                 .unwrap_or_default();
             let mut line = render::row_cells(r);
             line.extend([
-                if report.dry_run && r.outcome == alfred::decision::Outcome::Submitted {
+                if report.dry_run && r.outcome == alfred::decision::RowOutcome::Submitted {
                     "would-submit".into()
                 } else {
                     r.outcome.as_str().into()

@@ -115,7 +115,7 @@ fn consolidation_that_frees_a_whole_node_ranks_first() {
     assert!(
         d.recommendations
             .iter()
-            .all(|r| r.row.outcome == alfred::decision::Outcome::Advisory)
+            .all(|r| r.row.outcome == alfred::decision::RowOutcome::Advisory)
     );
 }
 

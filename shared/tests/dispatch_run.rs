@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::task::{Context as TaskContext, Poll, Waker};
 
 use alfred::config::Config;
-use alfred::decision::Outcome;
+use alfred::decision::RowOutcome;
 use alfred::execute::journal::{Journal, Phase};
 use alfred::execute::run::{self, JournalDoc, Options, ServiceState, Store};
 use alfred::snapshot::Snapshot;
@@ -344,7 +344,7 @@ fn pass(h: &Handle, dry_run: bool) -> Result<run::Report, String> {
     block_on(async move { run::run_pass(&mut store, &config(), Options { dry_run }).await })
 }
 
-fn outcomes(report: &run::Report) -> Vec<(String, Outcome, String)> {
+fn outcomes(report: &run::Report) -> Vec<(String, RowOutcome, String)> {
     report
         .rows()
         .into_iter()
@@ -359,7 +359,7 @@ fn outcomes(report: &run::Report) -> Vec<(String, Outcome, String)> {
         .collect()
 }
 
-fn row(name: &str, outcome: Outcome, reason: &str) -> (String, Outcome, String) {
+fn row(name: &str, outcome: RowOutcome, reason: &str) -> (String, RowOutcome, String) {
     (name.into(), outcome, reason.into())
 }
 
@@ -380,8 +380,8 @@ fn a_full_cycle_submit_acknowledge_complete_then_the_next_move() {
     assert_eq!(
         outcomes(&first),
         vec![
-            row("team/b/0", Outcome::Submitted, "RequestSubmitted"),
-            row("team/a/0", Outcome::Withheld, "SerialDispatchLimit"),
+            row("team/b/0", RowOutcome::Submitted, "RequestSubmitted"),
+            row("team/a/0", RowOutcome::Withheld, "SerialDispatchLimit"),
         ]
     );
     let uuid = sent.uuid.clone();
@@ -431,7 +431,7 @@ fn a_full_cycle_submit_acknowledge_complete_then_the_next_move() {
             .rows()
             .iter()
             .any(|r| r.request_uuid.as_deref() == Some(uuid.as_str())
-                && r.outcome == Outcome::Acknowledged)
+                && r.outcome == RowOutcome::Acknowledged)
     );
     assert_eq!(h.0.borrow().journal().entries[0].phase, Phase::Acknowledged);
 
@@ -452,9 +452,12 @@ fn a_full_cycle_submit_acknowledge_complete_then_the_next_move() {
         pod["status"]["startTime"] = json!(now.to_string());
     }
     let done = pass(&h, false).unwrap();
-    assert!(done.rows().iter().any(
-        |r| r.request_uuid.as_deref() == Some(uuid.as_str()) && r.outcome == Outcome::Completed
-    ));
+    assert!(
+        done.rows()
+            .iter()
+            .any(|r| r.request_uuid.as_deref() == Some(uuid.as_str())
+                && r.outcome == RowOutcome::Completed)
+    );
     let (_, next) = done
         .sent
         .clone()
@@ -531,7 +534,11 @@ fn a_crash_between_the_journal_write_and_the_patch_retries_the_same_request() {
     h.0.borrow_mut().crash = Some((2, false));
     let failed = pass(&h, false).unwrap();
     assert!(failed.sent.is_none());
-    assert!(outcomes(&failed).contains(&row("team/b/0", Outcome::Withheld, "SubmissionUncertain")));
+    assert!(outcomes(&failed).contains(&row(
+        "team/b/0",
+        RowOutcome::Withheld,
+        "SubmissionUncertain"
+    )));
     let prepared = h.0.borrow().journal();
     assert_eq!(prepared.entries.len(), 1);
     assert_eq!(
@@ -636,7 +643,7 @@ fn an_object_changed_after_the_journal_write_is_not_patched_blindly() {
     ));
     let report = pass(&h, false).unwrap();
     assert!(report.sent.is_none());
-    assert!(outcomes(&report).contains(&row("team/b/0", Outcome::Withheld, "OwnerChanged")));
+    assert!(outcomes(&report).contains(&row("team/b/0", RowOutcome::Withheld, "OwnerChanged")));
     let j = h.0.borrow().journal();
     assert_eq!(
         (j.entries[0].phase, j.entries[0].last_attempt),
@@ -656,7 +663,11 @@ fn a_request_sent_but_not_journaled_is_found_by_the_next_pass() {
     // Mutations: 0 prepared, 1 stamp, 2 patch, 3 the submitted record (fails).
     h.0.borrow_mut().crash = Some((3, false));
     let report = pass(&h, false).unwrap();
-    assert!(outcomes(&report).contains(&row("team/b/0", Outcome::Submitted, "RequestSubmitted")));
+    assert!(outcomes(&report).contains(&row(
+        "team/b/0",
+        RowOutcome::Submitted,
+        "RequestSubmitted"
+    )));
     assert!(
         report
             .per_move

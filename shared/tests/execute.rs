@@ -1395,7 +1395,7 @@ fn the_first_failing_check_is_the_reason() {
 #[test]
 fn each_row_gets_the_reference_event() {
     use alfred::decision::{
-        AdvisoryReason, CandidateReason, Outcome, PolicyName, Recommendation, Row,
+        AdvisoryReason, CandidateReason, PolicyName, Recommendation, Row, RowOutcome,
     };
     use alfred::execute::events::{event_name, workload_events};
     let base = |policy, reason| {
@@ -1416,18 +1416,18 @@ fn each_row_gets_the_reference_event() {
     let mut defrag = base(PolicyName::Defragmentation, CandidateReason::Fragmentation);
     defrag.advisory_reason = Some(AdvisoryReason::NonExecutableObservedFragmentation);
     let mut rejected = base(PolicyName::Defragmentation, CandidateReason::Fragmentation);
-    rejected.outcome = Outcome::Rejected;
+    rejected.outcome = RowOutcome::Rejected;
     rejected.reject_reason = Some("HourlyCap".into());
     let mut submitted = base(PolicyName::Defragmentation, CandidateReason::Fragmentation);
-    submitted.outcome = Outcome::Submitted;
+    submitted.outcome = RowOutcome::Submitted;
     submitted.dispatch_status = Some("submitted".into());
     submitted.request_uuid = Some(UUID.into());
     submitted.dispatch_reason = Some("RequestSubmitted".into());
     let mut stalled = submitted.clone();
-    stalled.outcome = Outcome::Stalled;
+    stalled.outcome = RowOutcome::Stalled;
     stalled.dispatch_reason = Some("AcknowledgementTimeout".into());
     let mut overridden = base(PolicyName::Nodehealth, CandidateReason::NodeUnhealthy);
-    overridden.outcome = Outcome::Withheld;
+    overridden.outcome = RowOutcome::Withheld;
     overridden.dispatch_reason = Some("SerialDispatchLimit".into());
     overridden.cooldown_overridden = true;
     let rows = vec![

@@ -2,7 +2,7 @@
 
 use alfred::config::Config;
 use alfred::model::Context;
-use alfred::simulate::{Ledger, NewPod, Outcome, Status, simulate, tolerates};
+use alfred::simulate::{Ledger, NewPod, SimulationOutcome, Status, simulate, tolerates};
 use alfred::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use serde_json::{Value, json};
@@ -47,7 +47,7 @@ fn new_pod(name: &str, gpus: i64, extra: Value) -> NewPod {
     }
 }
 
-fn run(items: Vec<Value>, config: &str, pods: &[NewPod], exclude: &[&str]) -> Outcome {
+fn run(items: Vec<Value>, config: &str, pods: &[NewPod], exclude: &[&str]) -> SimulationOutcome {
     let snapshot =
         Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
             .unwrap();
@@ -61,7 +61,7 @@ fn run(items: Vec<Value>, config: &str, pods: &[NewPod], exclude: &[&str]) -> Ou
     simulate(&ctx, &Ledger::new(cluster), pods, &exclude)
 }
 
-fn placed(o: &Outcome) -> Vec<&str> {
+fn placed(o: &SimulationOutcome) -> Vec<&str> {
     o.placements.iter().map(|p| p.node.as_str()).collect()
 }
 

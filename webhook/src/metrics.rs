@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use crate::review::{Hook, Outcome};
+use crate::review::{Hook, ReviewOutcome};
 
 const HOOKS: [Hook; 2] = [Hook::Validate, Hook::Mutate];
 const KINDS: [&str; 5] = [
@@ -15,7 +15,11 @@ const KINDS: [&str; 5] = [
     "InferenceReplica",
     "other",
 ];
-const OUTCOMES: [Outcome; 3] = [Outcome::Allowed, Outcome::Patched, Outcome::Denied];
+const OUTCOMES: [ReviewOutcome; 3] = [
+    ReviewOutcome::Allowed,
+    ReviewOutcome::Patched,
+    ReviewOutcome::Denied,
+];
 /// Upper bounds in seconds; admission budgets are milliseconds, the API server's timeout seconds.
 const BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
@@ -109,7 +113,7 @@ fn hook_index(hook: Hook) -> usize {
 }
 
 impl Metrics {
-    pub fn review(&self, hook: Hook, kind: &str, outcome: Outcome, took: Duration) {
+    pub fn review(&self, hook: Hook, kind: &str, outcome: ReviewOutcome, took: Duration) {
         let h = hook_index(hook);
         let k = KINDS
             .iter()
@@ -190,13 +194,13 @@ mod tests {
         m.review(
             Hook::Mutate,
             "InferenceReplica",
-            Outcome::Patched,
+            ReviewOutcome::Patched,
             Duration::from_micros(300),
         );
         m.review(
             Hook::Validate,
             "Pod",
-            Outcome::Denied,
+            ReviewOutcome::Denied,
             Duration::from_secs(3),
         );
         m.event(Event::TlsReloaded);

@@ -163,18 +163,18 @@ impl<'a> Response<'a> {
 
 /// How a review ended, for metrics and logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ReviewOutcome {
     Allowed,
     Patched,
     Denied,
 }
 
-impl Outcome {
+impl ReviewOutcome {
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Allowed => "allowed",
-            Outcome::Patched => "patched",
-            Outcome::Denied => "denied",
+            ReviewOutcome::Allowed => "allowed",
+            ReviewOutcome::Patched => "patched",
+            ReviewOutcome::Denied => "denied",
         }
     }
 }
@@ -182,7 +182,7 @@ impl Outcome {
 pub struct Answer {
     /// The AdmissionReview to send back.
     pub body: Vec<u8>,
-    pub outcome: Outcome,
+    pub outcome: ReviewOutcome,
     /// The refusal, or the warnings joined.
     pub message: Option<String>,
 }
@@ -268,9 +268,9 @@ impl Parsed {
 pub fn answer(parsed: &Parsed, hook: Hook, ctx: &Context<'_>, found: Found) -> Answer {
     let response = respond(parsed, hook, ctx, found);
     let outcome = match (response.allowed, &response.patch) {
-        (false, _) => Outcome::Denied,
-        (true, Some(_)) => Outcome::Patched,
-        (true, None) => Outcome::Allowed,
+        (false, _) => ReviewOutcome::Denied,
+        (true, Some(_)) => ReviewOutcome::Patched,
+        (true, None) => ReviewOutcome::Allowed,
     };
     let message = match &response.status {
         Some(status) => Some(status.message.clone()),

@@ -19,7 +19,7 @@ use hyper_util::rt::TokioTimer;
 use crate::guard::{BodyBudget, GuardedAcceptor, Limits, SMALL_BODY, read_body};
 use crate::lookups::{ApiRuntimes, SharedDefaults};
 use crate::metrics::{Event, Metrics};
-use crate::review::{Context, Hook, Outcome, answer, parse};
+use crate::review::{Context, Hook, ReviewOutcome, answer, parse};
 
 pub struct AppState {
     pub defaults: SharedDefaults,
@@ -117,7 +117,7 @@ async fn handle(state: &AppState, hook: Hook, body: &[u8]) -> Response {
         .review(hook, parsed.kind(), answer.outcome, took);
     // Refusals and written defaults are worth a line each; plain allows (with or without
     // warnings, which the user sees anyway) only at debug.
-    if answer.outcome != Outcome::Allowed {
+    if answer.outcome != ReviewOutcome::Allowed {
         tracing::info!(
             uid = parsed.uid(),
             hook = hook.as_str(),

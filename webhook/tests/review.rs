@@ -1,7 +1,7 @@
 //! The review handler on AdmissionReview fixtures, as the API server sends them.
 
 use alfred::strategy::OperatorDefaults;
-use alfred_webhook::review::{Context, Found, Hook, Lookup, Outcome, review};
+use alfred_webhook::review::{Context, Found, Hook, Lookup, ReviewOutcome, review};
 use serde_json::{Value, json};
 
 /// The runtime a test's lookup finds.
@@ -45,9 +45,9 @@ fn run_with(fixture: &str, hook: Hook, runtime: Runtime, ctx: &Context<'_>) -> V
         answer["response"]["allowed"].as_bool(),
         answer["response"].get("patch"),
     ) {
-        (Some(false), _) => Outcome::Denied,
-        (_, Some(_)) => Outcome::Patched,
-        _ => Outcome::Allowed,
+        (Some(false), _) => ReviewOutcome::Denied,
+        (_, Some(_)) => ReviewOutcome::Patched,
+        _ => ReviewOutcome::Allowed,
     };
     assert_eq!(out.outcome, expected);
     answer["response"].clone()
@@ -503,7 +503,7 @@ fn a_create_or_update_without_its_object_is_refused() {
                     Ok(None)
                 })
                 .expect("a readable review");
-                assert_eq!(out.outcome, Outcome::Denied, "{operation} {object:?}");
+                assert_eq!(out.outcome, ReviewOutcome::Denied, "{operation} {object:?}");
                 let answer: Value = serde_json::from_slice(&out.body).unwrap();
                 let message = answer["response"]["status"]["message"].as_str().unwrap();
                 assert!(message.contains("carries no object"), "{message}");

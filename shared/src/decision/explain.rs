@@ -87,7 +87,7 @@ pub struct Explanation {
     pub targets: Vec<Target>,
     /// Where the scheduler would put its replacement now, off its current node.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub scheduling: Option<crate::simulate::Outcome>,
+    pub scheduling: Option<crate::simulate::SimulationOutcome>,
     /// What this pass recommends about it (rows for the Instance or its whole component).
     pub recommendations: Vec<Row>,
 }

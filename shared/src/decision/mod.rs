@@ -53,9 +53,11 @@ impl PolicyName {
     }
 }
 
+/// Where a recommendation row stands: advice, refused, withheld, or a request's life in
+/// execute mode.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum Outcome {
+pub enum RowOutcome {
     Advisory,
     Rejected,
     Withheld,
@@ -66,7 +68,7 @@ pub enum Outcome {
     Stalled,
 }
 
-impl Outcome {
+impl RowOutcome {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Advisory => "advisory",
@@ -157,7 +159,7 @@ pub struct Row {
     pub instance: i32,
     pub policy: PolicyName,
     pub reason: CandidateReason,
-    pub outcome: Outcome,
+    pub outcome: RowOutcome,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advisory_reason: Option<AdvisoryReason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -231,7 +233,7 @@ impl Row {
             instance,
             policy,
             reason,
-            outcome: Outcome::Advisory,
+            outcome: RowOutcome::Advisory,
             advisory_reason: None,
             reject_reason: None,
             from_node: from_node.to_string(),
@@ -301,7 +303,7 @@ pub struct Recommendation {
     pub benefit: Option<f64>,
     pub cost: Option<f64>,
     /// The simulation's full answer, for people (`scheduling` in the row is its summary).
-    pub simulation: Option<crate::simulate::Outcome>,
+    pub simulation: Option<crate::simulate::SimulationOutcome>,
 }
 
 impl Recommendation {

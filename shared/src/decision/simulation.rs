@@ -6,7 +6,7 @@
 use super::{Recommendation, Scheduling};
 use crate::mode::DeploymentMode;
 use crate::model::context::Context;
-use crate::simulate::{self, Ledger, Outcome, Status};
+use crate::simulate::{self, Ledger, SimulationOutcome, Status};
 
 /// Rows simulated in one pass.
 pub const SIMULATION_BUDGET: usize = 8;
@@ -35,7 +35,7 @@ pub fn attach(ctx: &Context<'_>, rows: &mut [Recommendation]) {
                 &exclude,
             )
         } else {
-            Outcome {
+            SimulationOutcome {
                 status: Status::Unavailable,
                 reason: "SimulationBudgetExceeded",
                 profile: None,
@@ -49,7 +49,7 @@ pub fn attach(ctx: &Context<'_>, rows: &mut [Recommendation]) {
     }
 }
 
-fn summary(ctx: &Context<'_>, o: &Outcome) -> Scheduling {
+fn summary(ctx: &Context<'_>, o: &SimulationOutcome) -> Scheduling {
     let p = o.profile.as_ref();
     let text = |f: fn(&simulate::Profile) -> &String| p.map(f).cloned().unwrap_or_default();
     Scheduling {

@@ -14,7 +14,7 @@ use super::reconcile::{self, Timing, Transition};
 use crate::annotations;
 use crate::api::keys;
 use crate::config::{Config, OperatingMode};
-use crate::decision::{self, Decision, Outcome, PolicyName, Recommendation, Row};
+use crate::decision::{self, Decision, PolicyName, Recommendation, Row, RowOutcome};
 use crate::migration::{self, MigrationRequest};
 use crate::model::Context;
 use crate::simulate::{self, Status};
@@ -627,7 +627,7 @@ pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
         let row = &mut rows[v.recommendation];
         let admission = match &v.result {
             Err(rejection) => {
-                row.outcome = Outcome::Rejected;
+                row.outcome = RowOutcome::Rejected;
                 row.reject_reason = Some(rejection.reason.as_str().to_string());
                 continue;
             }
@@ -641,7 +641,7 @@ pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
             .unwrap_or_default();
         match inputs.sent {
             Some((i, entry)) if i == v.recommendation => {
-                row.outcome = Outcome::Submitted;
+                row.outcome = RowOutcome::Submitted;
                 row.request_uuid = Some(entry.uuid.clone());
                 row.dispatch_reason = Some(entry.reason_str().to_string());
             }
@@ -658,7 +658,7 @@ pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
                     } else {
                         DispatchReason::ExecutionDisabled
                     });
-                row.outcome = Outcome::Withheld;
+                row.outcome = RowOutcome::Withheld;
                 row.dispatch_reason = Some(reason.as_str().to_string());
             }
         }
@@ -698,12 +698,12 @@ pub fn journal_row(entry: &Entry) -> Row {
         0.0,
     );
     row.outcome = match entry.phase {
-        Phase::Prepared => Outcome::Withheld,
-        Phase::Submitted => Outcome::Submitted,
-        Phase::Acknowledged => Outcome::Acknowledged,
-        Phase::Completed => Outcome::Completed,
-        Phase::Failed => Outcome::Failed,
-        Phase::Stalled => Outcome::Stalled,
+        Phase::Prepared => RowOutcome::Withheld,
+        Phase::Submitted => RowOutcome::Submitted,
+        Phase::Acknowledged => RowOutcome::Acknowledged,
+        Phase::Completed => RowOutcome::Completed,
+        Phase::Failed => RowOutcome::Failed,
+        Phase::Stalled => RowOutcome::Stalled,
     };
     row.dispatch_status = Some(entry.status().to_string());
     row.request_uuid = Some(entry.uuid.clone());

@@ -4,7 +4,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::decision::{AdvisoryReason, Outcome, PolicyName, Recommendation, Row};
+use crate::decision::{AdvisoryReason, PolicyName, Recommendation, Row, RowOutcome};
 
 /// One event on an InferenceService.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub fn workload_events(rows: &[Row], recommendations: &[Recommendation]) -> Vec<
         };
         let subject = format!("{}/{}", row.workload, row.component);
         match row.outcome {
-            Outcome::Advisory => {
+            RowOutcome::Advisory => {
                 let Some(advisory) = row.advisory_reason else {
                     continue;
                 };
@@ -63,7 +63,7 @@ pub fn workload_events(rows: &[Row], recommendations: &[Recommendation]) -> Vec<
                     ),
                 );
             }
-            Outcome::Rejected => push(
+            RowOutcome::Rejected => push(
                 false,
                 "RecommendationRejected",
                 format!(
@@ -74,11 +74,11 @@ pub fn workload_events(rows: &[Row], recommendations: &[Recommendation]) -> Vec<
             ),
             outcome => {
                 let (warning, reason) = match outcome {
-                    Outcome::Withheld => (false, "RecommendationWithheld"),
-                    Outcome::Submitted => (false, "MigrationSubmitted"),
-                    Outcome::Acknowledged => (false, "MigrationAcknowledged"),
-                    Outcome::Completed => (false, "MigrationCompleted"),
-                    Outcome::Failed => (true, "MigrationFailed"),
+                    RowOutcome::Withheld => (false, "RecommendationWithheld"),
+                    RowOutcome::Submitted => (false, "MigrationSubmitted"),
+                    RowOutcome::Acknowledged => (false, "MigrationAcknowledged"),
+                    RowOutcome::Completed => (false, "MigrationCompleted"),
+                    RowOutcome::Failed => (true, "MigrationFailed"),
                     _ => (true, "MigrationStalled"),
                 };
                 push(

@@ -82,7 +82,7 @@ pub struct Placement {
 /// One simulation's answer.
 #[derive(Serialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Outcome {
+pub struct SimulationOutcome {
     pub status: Status,
     pub reason: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,9 +99,9 @@ pub struct Outcome {
     pub rejections: BTreeMap<String, Vec<String>>,
 }
 
-impl Outcome {
-    fn refused(status: Status, reason: &'static str, message: String) -> Outcome {
-        Outcome {
+impl SimulationOutcome {
+    fn refused(status: Status, reason: &'static str, message: String) -> SimulationOutcome {
+        SimulationOutcome {
             status,
             reason,
             profile: None,
@@ -125,13 +125,13 @@ pub struct NewPod {
 
 /// Chooses the profile for the pods: their common scheduler name, then its configured profile,
 /// or the built-in one for `default-scheduler` when none is configured.
-pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<Outcome>> {
+pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<SimulationOutcome>> {
     let name = |p: &NewPod| match p.spec.scheduler_name.as_str() {
         "" => DEFAULT_SCHEDULER.to_string(),
         n => n.to_string(),
     };
     let Some(first) = pods.first() else {
-        return Err(Box::new(Outcome::refused(
+        return Err(Box::new(SimulationOutcome::refused(
             Status::Unavailable,
             "NoTemplates",
             "the Instance has no pods to take as templates".into(),
@@ -139,14 +139,14 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<O
     };
     let scheduler = name(first);
     if let Some(other) = pods.iter().map(name).find(|n| *n != scheduler) {
-        return Err(Box::new(Outcome::refused(
+        return Err(Box::new(SimulationOutcome::refused(
             Status::Unavailable,
             "MixedSchedulers",
             format!("its pods name two schedulers, {scheduler} and {other}; all must use one"),
         )));
     }
     if let Some(bound) = pods.iter().find(|p| !p.spec.node_name.is_empty()) {
-        return Err(Box::new(Outcome::refused(
+        return Err(Box::new(SimulationOutcome::refused(
             Status::Unavailable,
             "TemplateBound",
             format!(
@@ -161,7 +161,7 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<O
             Profile::built_in()
         }
         None => {
-            return Err(Box::new(Outcome::refused(
+            return Err(Box::new(SimulationOutcome::refused(
                 Status::Unavailable,
                 "ProfileNotConfigured",
                 format!(
@@ -171,7 +171,7 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<O
         }
     };
     if pods.len() > MAX_PODS {
-        return Err(Box::new(Outcome::refused(
+        return Err(Box::new(SimulationOutcome::refused(
             Status::Unsupported,
             "RecommendationTooLarge",
             format!(
@@ -181,9 +181,9 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<O
         )));
     }
     if pods.len() > 1 && !profile.gang_scheduling {
-        return Err(Box::new(Outcome {
+        return Err(Box::new(SimulationOutcome {
             profile: Some(profile.clone()),
-            ..Outcome::refused(
+            ..SimulationOutcome::refused(
                 Status::Unsupported,
                 "GangUnsupported",
                 format!(
@@ -217,7 +217,12 @@ fn unsupported_volume(ctx: &Context<'_>, pod: &NewPod) -> Option<String> {
 }
 
 /// Places the pods, all or nothing, on nodes other than `exclude` (by index).
-pub fn simulate(ctx: &Context<'_>, ledger: &Ledger, pods: &[NewPod], exclude: &[usize]) -> Outcome {
+pub fn simulate(
+    ctx: &Context<'_>,
+    ledger: &Ledger,
+    pods: &[NewPod],
+    exclude: &[usize],
+) -> SimulationOutcome {
     let profile = match select_profile(ctx.config, pods) {
         Ok(p) => p,
         Err(outcome) => return *outcome,
@@ -229,9 +234,9 @@ pub fn simulate(ctx: &Context<'_>, ledger: &Ledger, pods: &[NewPod], exclude: &[
         .as_ref()
         .and_then(|i| i.pod_group_resources.as_ref());
     if pods.len() > 1 && pod_groups.is_some_and(Vec::is_empty) {
-        return Outcome {
+        return SimulationOutcome {
             profile: Some(profile),
-            ..Outcome::refused(
+            ..SimulationOutcome::refused(
                 Status::Unavailable,
                 "SimulationUnavailable",
                 "the PodGroup CRD is not installed in this cluster (no podgroups resource in any API group): gangs cannot be scheduled or simulated; install your gang scheduler's PodGroup CRD".into(),
@@ -239,9 +244,9 @@ pub fn simulate(ctx: &Context<'_>, ledger: &Ledger, pods: &[NewPod], exclude: &[
         };
     }
     if let Some(why) = pods.iter().find_map(|p| unsupported_volume(ctx, p)) {
-        return Outcome {
+        return SimulationOutcome {
             profile: Some(profile),
-            ..Outcome::refused(Status::Unsupported, "InputUnsupported", why)
+            ..SimulationOutcome::refused(Status::Unsupported, "InputUnsupported", why)
         };
     }
     let cluster: &Cluster<'_> = &ctx.cluster;
@@ -326,7 +331,7 @@ pub fn simulate(ctx: &Context<'_>, ledger: &Ledger, pods: &[NewPod], exclude: &[
         ));
     }
     placements.sort_by_key(|(k, _)| *k);
-    Outcome {
+    SimulationOutcome {
         status: Status::Feasible,
         reason: "PlacementFound",
         profile: Some(profile),
@@ -419,7 +424,7 @@ fn infeasible(
     exclude: &[usize],
     profile: Profile,
     check: impl Fn(usize) -> Result<(), Rejection>,
-) -> Outcome {
+) -> SimulationOutcome {
     let cluster = &ctx.cluster;
     let mut by_reason: BTreeMap<Option<Rejection>, (usize, Vec<String>)> = BTreeMap::new();
     for (n, node) in cluster.nodes.iter().enumerate() {
@@ -455,7 +460,7 @@ fn infeasible(
         cluster.nodes.len(),
         summary.join(", ")
     );
-    Outcome {
+    SimulationOutcome {
         status: Status::Infeasible,
         reason: "NoFeasiblePlacement",
         profile: Some(profile),
