@@ -112,18 +112,23 @@ pub struct Guarded {
 }
 
 impl Guarded {
-    fn active(&mut self) {
-        self.idle.as_mut().reset(Instant::now() + self.idle_timeout);
-    }
-
-    /// Err when the connection has been idle too long; called when the inner side waits.
-    fn check_idle(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+    /// A read or write that moved restarts the idle clock; one that waits is cut off once
+    /// the connection has been idle past the timeout.
+    fn progress<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.idle.as_mut().reset(Instant::now() + self.idle_timeout);
+            return polled;
+        }
         match self.idle.as_mut().poll(cx) {
-            Poll::Ready(()) => Err(io::Error::new(
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the connection was idle past --idle-timeout",
-            )),
-            Poll::Pending => Ok(()),
+            ))),
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -135,16 +140,8 @@ impl AsyncRead for Guarded {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(r) => {
-                this.active();
-                Poll::Ready(r)
-            }
-            Poll::Pending => {
-                this.check_idle(cx)?;
-                Poll::Pending
-            }
-        }
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        this.progress(cx, polled)
     }
 }
 
@@ -155,16 +152,8 @@ impl AsyncWrite for Guarded {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_write(cx, data) {
-            Poll::Ready(r) => {
-                this.active();
-                Poll::Ready(r)
-            }
-            Poll::Pending => {
-                this.check_idle(cx)?;
-                Poll::Pending
-            }
-        }
+        let polled = Pin::new(&mut this.inner).poll_write(cx, data);
+        this.progress(cx, polled)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

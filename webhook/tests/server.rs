@@ -418,6 +418,16 @@ async fn shutdown_turns_readiness_off_then_stops() {
 // Careless and hostile clients: each gets a clear status or a closed connection, in bounded
 // time, while good reviews on other connections are answered.
 
+/// A server under `limits` with a certificate of its own, and a client that trusts it (the
+/// directory holds the certificate while the server runs).
+async fn serving(limits: Limits) -> (tempfile::TempDir, Running, TlsConnector) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = pki("alfred-test-a");
+    write_pair(dir.path(), &a);
+    let server = start_with(dir.path(), Duration::from_secs(60), Duration::ZERO, limits).await;
+    (dir, server, connector(&[&a.ca]))
+}
+
 /// A raw TLS connection, for requests hyper's client would not send.
 async fn raw(tls: &TlsConnector, addr: SocketAddr) -> tokio_rustls::client::TlsStream<TcpStream> {
     let tcp = TcpStream::connect(addr).await.unwrap();
@@ -465,11 +475,7 @@ async fn good_review(tls: &TlsConnector, addr: SocketAddr) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_large_bodies_and_headers_get_their_status_not_a_reset() {
     use tokio::io::AsyncWriteExt;
-    let dir = tempfile::tempdir().unwrap();
-    let a = pki("alfred-test-a");
-    write_pair(dir.path(), &a);
-    let server = start(dir.path(), Duration::from_secs(60), Duration::ZERO).await;
-    let tls = connector(&[&a.ca]);
+    let (_dir, server, tls) = serving(test_limits()).await;
 
     // 2 MiB with Content-Length (the limit is 1 MiB): 413, read whole by the client.
     let mut s = raw(&tls, server.addr).await;
@@ -501,17 +507,13 @@ async fn too_large_bodies_and_headers_get_their_status_not_a_reset() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_idle_and_stalled_clients_are_closed_in_time() {
     use tokio::io::AsyncWriteExt;
-    let dir = tempfile::tempdir().unwrap();
-    let a = pki("alfred-test-a");
-    write_pair(dir.path(), &a);
     let limits = Limits {
         header_timeout: Duration::from_millis(600),
         body_timeout: Duration::from_millis(600),
         idle_timeout: Duration::from_millis(900),
         ..test_limits()
     };
-    let server = start_with(dir.path(), Duration::from_secs(60), Duration::ZERO, limits).await;
-    let tls = connector(&[&a.ca]);
+    let (_dir, server, tls) = serving(limits).await;
 
     // Slow loris: a header byte every 100 ms, never idle, closed at the header deadline.
     let mut loris = raw(&tls, server.addr).await;
@@ -556,16 +558,12 @@ async fn slow_idle_and_stalled_clients_are_closed_in_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_cap_are_closed_and_large_bodies_share_a_budget() {
     use tokio::io::AsyncWriteExt;
-    let dir = tempfile::tempdir().unwrap();
-    let a = pki("alfred-test-a");
-    write_pair(dir.path(), &a);
     let limits = Limits {
         max_connections: 3,
         large_body_budget: 300 << 10,
         ..test_limits()
     };
-    let server = start_with(dir.path(), Duration::from_secs(60), Duration::ZERO, limits).await;
-    let tls = connector(&[&a.ca]);
+    let (_dir, server, tls) = serving(limits).await;
 
     // Two stalled large bodies: the first holds 200 KiB of the 300 KiB budget, the second
     // cannot have its 200 KiB and is answered 503 at once.
