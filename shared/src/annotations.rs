@@ -3,7 +3,7 @@
 //! them strictly and refuses the object with the parser's message.
 
 use crate::api::keys;
-use crate::names;
+use crate::kubernetes::names;
 
 /// How a workload's instances may be treated on preemptible nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

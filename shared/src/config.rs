@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::jiff::SignedDuration;
 use serde::Deserialize;
 
-use crate::duration::{format_go_duration, parse_go_duration};
+use crate::kubernetes::duration::{format_go_duration, parse_go_duration};
 
 /// The ConfigMap holding the configuration, and its key.
 pub const CONFIG_MAP_NAME: &str = "alfred-config";
@@ -591,7 +591,7 @@ impl RawConfig {
         )?;
         let recommendations_config_map_name = match self.recommendations_config_map_name {
             None => d.recommendations_config_map_name.clone(),
-            Some(name) if crate::names::is_dns1123_subdomain(&name) => name,
+            Some(name) if crate::kubernetes::names::is_dns1123_subdomain(&name) => name,
             Some(name) => {
                 return Err(invalid(format!(
                     "recommendationsConfigMapName must be a DNS-1123 subdomain, got {name:?}"
@@ -625,7 +625,7 @@ impl RawConfig {
             None => d.spot_policy.preemptible_labels.clone(),
             Some(labels) => {
                 for (i, label) in labels.iter().enumerate() {
-                    if !crate::names::is_qualified_name(label) {
+                    if !crate::kubernetes::names::is_qualified_name(label) {
                         return Err(invalid(format!(
                             "spotPolicy.preemptibleLabels[{i}] must be a label key (a Kubernetes qualified name), got {label:?}"
                         )));
@@ -790,7 +790,7 @@ fn resolve_node_health(raw: RawNodeHealth, d: &Config) -> Result<NodeHealth, Con
         Some(l) if l.is_empty() => d.node_health.trigger_conditions.clone(),
         Some(l) => {
             for (i, c) in l.iter().enumerate() {
-                if !crate::names::is_qualified_name(c) {
+                if !crate::kubernetes::names::is_qualified_name(c) {
                     return Err(invalid(format!(
                         "{P}.triggerConditions[{i}] must be a condition type (a Kubernetes qualified name), got {c:?}"
                     )));
@@ -855,7 +855,7 @@ fn resolve_trigger(i: usize, raw: RawTrigger) -> Result<MaintenanceTrigger, Conf
     }
     let require_name = |field: &str, value: Option<String>| -> Result<String, ConfigError> {
         let value = value.unwrap_or_default();
-        if crate::names::is_qualified_name(&value) {
+        if crate::kubernetes::names::is_qualified_name(&value) {
             Ok(value)
         } else {
             Err(invalid(format!(
@@ -966,7 +966,7 @@ fn resolve_profiles(
     let mut out = BTreeMap::new();
     for (name, p) in raw.profiles.unwrap_or_default() {
         let key = format!("scheduling.profiles[{name:?}]");
-        if !crate::names::is_dns1123_subdomain(&name) {
+        if !crate::kubernetes::names::is_dns1123_subdomain(&name) {
             return Err(invalid(format!(
                 "scheduling.profiles key {name:?} must be a DNS-1123 subdomain (a scheduler name)"
             )));

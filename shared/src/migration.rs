@@ -66,7 +66,7 @@ pub fn validate_request(request: &MigrationRequest, payload: &str) -> Result<(),
         return Err(format!("instance must be >= 0, got {}", request.instance));
     }
     let from = request.from_node.as_deref().unwrap_or_default();
-    if !crate::names::is_dns1123_subdomain(from) {
+    if !crate::kubernetes::names::is_dns1123_subdomain(from) {
         return Err(format!(
             "from_node {} is not a DNS-1123 subdomain",
             quoted(from)
@@ -76,7 +76,7 @@ pub fn validate_request(request: &MigrationRequest, payload: &str) -> Result<(),
         return Err(format!("more than {MAX_HINTS} hint target nodes"));
     }
     for (i, hint) in request.hint_target_nodes.iter().enumerate() {
-        if !crate::names::is_dns1123_subdomain(hint) {
+        if !crate::kubernetes::names::is_dns1123_subdomain(hint) {
             return Err(format!(
                 "hint target node {} is not a DNS-1123 subdomain",
                 quoted(hint)

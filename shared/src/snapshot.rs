@@ -463,7 +463,7 @@ impl Snapshot {
                 if node.metadata.name.is_empty() {
                     return Err((object(), "metadata.name".into(), CUT_SHORT.into()));
                 }
-                if let Some((path, why)) = crate::quantity::node_gpu_problem(&node) {
+                if let Some((path, why)) = crate::kubernetes::quantity::node_gpu_problem(&node) {
                     return Err((object(), path, why));
                 }
                 self.nodes.push(node);
@@ -481,7 +481,7 @@ impl Snapshot {
                         "empty; every pod the API server holds has a container, so the file may be cut short".into(),
                     ));
                 }
-                if let Some((path, why)) = crate::quantity::pod_gpu_problem(&pod) {
+                if let Some((path, why)) = crate::kubernetes::quantity::pod_gpu_problem(&pod) {
                     return Err((object(), path, why));
                 }
                 self.pods.push(pod);

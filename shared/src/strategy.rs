@@ -183,7 +183,7 @@ impl OperatorDefaults {
         let stuck_pod_grace_period = lifecycle
             .stuck_pod_grace_period
             .map(|text| {
-                crate::duration::parse_go_duration(&text)
+                crate::kubernetes::duration::parse_go_duration(&text)
                     .ok()
                     .filter(|d| d.is_positive())
                     .ok_or_else(|| {

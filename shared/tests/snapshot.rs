@@ -98,7 +98,7 @@ spec: {component: engine, replicas: 2}
     assert_eq!(s.skipped.get("ConfigMap"), Some(&1));
     // An unquoted YAML number is a valid quantity, as kubectl reads it.
     let gpus = s.nodes[0].status.allocatable.get("nvidia.com/gpu").unwrap();
-    assert_eq!(alfred::quantity::count(gpus), Some(8));
+    assert_eq!(alfred::kubernetes::quantity::count(gpus), Some(8));
 }
 
 #[test]

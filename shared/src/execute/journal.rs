@@ -10,8 +10,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::api::component::ComponentKind;
+use crate::kubernetes::names;
 use crate::migration::MAX_PAYLOAD_BYTES;
-use crate::names;
 
 pub const CONFIG_MAP_NAME: &str = "alfred-dispatch-state";
 pub const STATE_KEY: &str = "state.json";

@@ -5,8 +5,8 @@
 use k8s_openapi::api::core::v1::NodeSelector;
 
 use crate::api::model::{ModelStorage, cluster_model_label, namespaced_model_label};
+use crate::kubernetes::selector;
 use crate::model::cluster::{Cluster, Component, NodeView};
-use crate::selector;
 use crate::snapshot::Snapshot;
 
 #[derive(Clone, Debug, PartialEq)]

@@ -14,9 +14,9 @@ use crate::api::component::ComponentKind;
 use crate::api::keys;
 use crate::api::replica::{InferenceReplica, InstanceStatus, MigrationPhase};
 use crate::config::Config;
+use crate::kubernetes::quantity::{self, is_gpu_resource};
 use crate::mode::{self, DeploymentMode};
 use crate::model::health::{self, Health, HealthState};
-use crate::quantity::{self, is_gpu_resource};
 use crate::snapshot::Snapshot;
 
 /// The label LeaderWorkerSet puts on the pods of one group (one MultiNode Instance).

@@ -7,9 +7,9 @@ use super::NewPod;
 use super::resources::Ledger;
 use crate::api::core::PodSpec;
 use crate::config::ScoringStrategy;
+use crate::kubernetes::selector;
 use crate::model::Context;
 use crate::model::cluster::NodeView;
-use crate::selector;
 
 /// The first filter that rejected a node, as kube-scheduler words it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -246,7 +246,7 @@ pub fn score(
     let gpus = request
         .iter()
         .map(|&(c, _)| c)
-        .filter(|&c| crate::quantity::is_gpu_resource(ledger.name(c)));
+        .filter(|&c| crate::kubernetes::quantity::is_gpu_resource(ledger.name(c)));
     let (mut fit, mut counted) = (0i64, 0i64);
     for c in base.chain(gpus) {
         let (allocatable, requested) = ledger.usage(n, c);

@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 
 use crate::api::core::{Container, PodSpec};
+use crate::kubernetes::quantity;
+use crate::kubernetes::quantity::is_gpu_resource;
 use crate::model::cluster::{Cluster, effective_request};
-use crate::quantity;
-use crate::quantity::is_gpu_resource;
 
 /// Allocatable and requested per node, kept once per pass and copied per simulation.
 #[derive(Clone, Debug)]
