@@ -638,12 +638,26 @@ async fn cannot_resolve(store: &mut KubeStore, entry: &Entry) -> Result<String> 
             entry.phase.as_str()
         );
     }
-    let reason = entry.reason.expect("a stalled entry has a reason");
-    match reason {
+    let reason = entry.reason.ok_or_else(|| {
+        anyhow!(
+            "request {} is stalled without a reason; the journal entry is malformed",
+            entry.uuid
+        )
+    })?;
+    // Which stalls never resolve is the core's rule; this says why, and checks the one that
+    // depends on the cluster.
+    if !reason.never_resolves() {
+        bail!(
+            "request {} is stalled with {}, which can still resolve when OME reports its end",
+            entry.uuid,
+            reason.as_str()
+        );
+    }
+    Ok(match reason {
         OwnerUnavailable | ReplicaUnavailable | ReplicaIdentityChanged => {
-            Ok("the object its result would come from is gone or replaced".into())
+            "the object its result would come from is gone or replaced".into()
         }
-        MigrationStatusInvalid => Ok("OME reported a status Alfred cannot read".into()),
+        MigrationStatusInvalid => "OME reported a status Alfred cannot read".into(),
         AcknowledgementTimeout => {
             let service = store
                 .read_service(&entry.workload.namespace, &entry.workload.name, &entry.uuid)
@@ -657,14 +671,10 @@ async fn cannot_resolve(store: &mut KubeStore, entry: &Entry) -> Result<String> 
                     migration::annotation_key(&entry.uuid)
                 );
             }
-            Ok("OME never took it and the InferenceService no longer carries it".into())
+            "OME never took it and the InferenceService no longer carries it".into()
         }
-        other => bail!(
-            "request {} is stalled with {}, which can still resolve when OME reports its end",
-            entry.uuid,
-            other.as_str()
-        ),
-    }
+        _ => "its awaited result can never come".into(),
+    })
 }
 
 fn confirm(question: &str) -> Result<bool> {
