@@ -217,7 +217,7 @@ fn a_bad_budget_names_where_it_is_written() {
     );
     let in_runtime = error(json!([
         {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "chat", "namespace": "prod"},
-         "spec": {"deploymentMode": "OMENative", "runtime": {"name": "vllm"}, "engine": {"minReplicas": 2}}},
+         "spec": {"deploymentMode": "OMENative", "runtime": {"name": "vllm", "kind": "ClusterServingRuntime"}, "engine": {"minReplicas": 2}}},
         {"apiVersion": "ome.io/v1beta1", "kind": "ClusterServingRuntime", "metadata": {"name": "vllm"},
          "spec": {"engineConfig": {"lifecycle": {"updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": "x%"}}}}}},
         replica

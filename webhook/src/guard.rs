@@ -53,6 +53,8 @@ impl Default for Limits {
 /// A body up to this size never waits for the shared budget: every review of an ordinary
 /// object. With the connection cap, it bounds what small bodies hold.
 pub const SMALL_BODY: usize = 64 << 10;
+/// A request's headers at most (431 past it): the API server sends a few hundred bytes.
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
 /// What a closing connection reads and drops at most, and for how long.
 const LINGER_BYTES: usize = 16 << 20;
 const LINGER: Duration = Duration::from_secs(2);
@@ -94,6 +96,7 @@ impl<S> Accept<TcpStream, S> for GuardedAcceptor {
                 _permit: permit,
                 idle_timeout: self.idle_timeout,
                 idle: Box::pin(tokio::time::sleep(self.idle_timeout)),
+                active_at: Instant::now(),
                 linger: None,
             };
             (guarded, service)
@@ -106,30 +109,38 @@ pub struct Guarded {
     inner: BufReader<TcpStream>,
     _permit: OwnedSemaphorePermit,
     idle_timeout: Duration,
+    /// Fires at the idle deadline as last set; moved on lazily, when it fires.
     idle: Pin<Box<Sleep>>,
+    /// When a read or write last moved.
+    active_at: Instant,
     /// While closing: until when, and how much was dropped.
     linger: Option<(Pin<Box<Sleep>>, usize)>,
 }
 
 impl Guarded {
     /// A read or write that moved restarts the idle clock; one that waits is cut off once
-    /// the connection has been idle past the timeout.
+    /// the connection has been idle past the timeout. The timer is moved only when it fires
+    /// early, not on every read and write.
     fn progress<T>(
         &mut self,
         cx: &mut Context<'_>,
         polled: Poll<io::Result<T>>,
     ) -> Poll<io::Result<T>> {
         if polled.is_ready() {
-            self.idle.as_mut().reset(Instant::now() + self.idle_timeout);
+            self.active_at = Instant::now();
             return polled;
         }
-        match self.idle.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the connection was idle past --idle-timeout",
-            ))),
-            Poll::Pending => Poll::Pending,
+        while self.idle.as_mut().poll(cx).is_ready() {
+            let deadline = self.active_at + self.idle_timeout;
+            if Instant::now() >= deadline {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the connection was idle past --idle-timeout",
+                )));
+            }
+            self.idle.as_mut().reset(deadline);
         }
+        Poll::Pending
     }
 }
 

@@ -16,7 +16,7 @@ use axum_server::Handle;
 use axum_server::tls_rustls::RustlsConfig;
 use hyper_util::rt::TokioTimer;
 
-use crate::guard::{BodyBudget, GuardedAcceptor, Limits, SMALL_BODY, read_body};
+use crate::guard::{BodyBudget, GuardedAcceptor, Limits, MAX_HEADER_BYTES, read_body};
 use crate::lookups::{ApiRuntimes, SharedDefaults};
 use crate::metrics::{Event, Metrics};
 use crate::review::{Context, Hook, ReviewOutcome, answer, parse};
@@ -220,12 +220,12 @@ pub async fn serve(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
-        .max_buf_size(SMALL_BODY);
+        .max_buf_size(MAX_HEADER_BYTES);
     server
         .http_builder()
         .http2()
         .timer(TokioTimer::new())
-        .max_header_list_size(SMALL_BODY as u32)
+        .max_header_list_size(MAX_HEADER_BYTES as u32)
         .max_concurrent_streams(32);
     let server = server
         .accept_error_handler(|_, e| tracing::warn!(error = %e, "connection not accepted"))

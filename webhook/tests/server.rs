@@ -458,8 +458,8 @@ async fn read_all(
     }
 }
 
-/// A good review on a new connection, answered.
-async fn good_review(tls: &TlsConnector, addr: SocketAddr) {
+/// A good review on a new connection, answered; the connection stays open for the caller.
+async fn good_review(tls: &TlsConnector, addr: SocketAddr) -> SendRequest<Full<Bytes>> {
     let (mut conn, _) = connect(tls, addr).await.unwrap();
     let (status, _) = send(
         &mut conn,
@@ -470,6 +470,7 @@ async fn good_review(tls: &TlsConnector, addr: SocketAddr) {
     .await
     .unwrap();
     assert_eq!(status, 200);
+    conn
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -585,16 +586,7 @@ async fn connections_past_the_cap_are_closed_and_large_bodies_share_a_budget() {
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     // Small reviews never wait for the budget.
-    let (mut conn, _) = connect(&tls, server.addr).await.unwrap();
-    let (status, _) = send(
-        &mut conn,
-        "POST",
-        "/validate",
-        fixture("isvc-create-zero-budget.json"),
-    )
-    .await
-    .unwrap();
-    assert_eq!(status, 200);
+    let conn = good_review(&tls, server.addr).await;
     // With `first` and `conn` open, one more fits under the cap of three; then none.
     let mut third = raw(&tls, server.addr).await;
     let tcp = TcpStream::connect(server.addr).await.unwrap();

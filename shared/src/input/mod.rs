@@ -275,7 +275,7 @@ fn yaml_error(e: &serde_saphyr::Error, size: usize) -> InputError {
             key.as_deref().unwrap_or("?")
         ),
         serde_saphyr::Error::Budget { breach, .. } => match breach {
-            B::Depth { .. } => format!("nested deeper than {MAX_DEPTH} levels"),
+            B::Depth { .. } => too_deep(),
             B::ScalarBytes { .. } | B::RecordedAnchorBytes { .. } => format!(
                 "aliases expand the document past its own size ({size} bytes) plus {ALIAS_ALLOWANCE}: write the values out"
             ),
@@ -286,18 +286,22 @@ fn yaml_error(e: &serde_saphyr::Error, size: usize) -> InputError {
                 format!("more than the reader's bound for a document of {size} bytes ({other:?})")
             }
         },
+        serde_saphyr::Error::NonFiniteFloat { value, .. } => not_a_number(value),
+        // The parser's own error for flow collections nested too deep.
+        serde_saphyr::Error::ExternalMessage { source, .. }
+            if matches!(
+                &**source,
+                serde_saphyr::ExternalMessageSource::Parser(scan)
+                    if matches!(scan.kind(), serde_saphyr::granit_parser::ErrorKind::RecursionLimitExceeded)
+            ) =>
+        {
+            too_deep()
+        }
         other => {
             let text = other.to_string();
-            let text = text.find(" at line ").map_or(&*text, |at| &text[..at]);
-            match text {
-                // The parser's own word for flow collections nested too deep.
-                "recursion limit exceeded" => format!("nested deeper than {MAX_DEPTH} levels"),
-                _ if text.starts_with("non-finite float") => {
-                    let value = text.split('`').nth(1).unwrap_or("the value");
-                    format!("{value} is not a number a reader can use; write a finite number")
-                }
-                _ => text.to_string(),
-            }
+            text.find(" at line ")
+                .map_or(&*text, |at| &text[..at])
+                .to_string()
         }
     };
     InputError {
@@ -305,6 +309,14 @@ fn yaml_error(e: &serde_saphyr::Error, size: usize) -> InputError {
         column: location.map(|l| l.column()),
         message: format!("not valid YAML: {message}"),
     }
+}
+
+fn too_deep() -> String {
+    format!("nested deeper than {MAX_DEPTH} levels")
+}
+
+fn not_a_number(value: &str) -> String {
+    format!("{value} is not a number a reader can use; write a finite number")
 }
 
 /// One YAML document written straight out as JSON text, without a tree in between.
@@ -362,9 +374,7 @@ impl<'de> Visitor<'de> for Transcode<'_> {
     }
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
         if !v.is_finite() {
-            return Err(E::custom(format!(
-                "{v} is not a number a reader can use; write a finite number"
-            )));
+            return Err(E::custom(not_a_number(&v.to_string())));
         }
         self.0
             .push_str(&serde_json::to_string(&v).unwrap_or_default());
@@ -534,7 +544,8 @@ impl<'de> Check<'_, 'de> {
     ) -> Result<T, E> {
         if self.path.len() >= MAX_DEPTH {
             return Err(E::custom(format!(
-                "nested deeper than {MAX_DEPTH} levels at {}",
+                "{} at {}",
+                too_deep(),
                 path_text(self.path)
             )));
         }
