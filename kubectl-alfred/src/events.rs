@@ -3,6 +3,7 @@
 
 use alfred::execute::events::{WorkloadEvent, event_name};
 use alfred::execute::journal::Entry;
+use alfred::reasons::EventReason;
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -23,11 +24,11 @@ pub async fn record(
     client: &Client,
     subject: &Subject<'_>,
     warning: bool,
-    reason: &str,
+    reason: EventReason,
     message: &str,
 ) -> Result<()> {
     let now = Time(Timestamp::now());
-    let name = event_name(subject.name, reason, message);
+    let name = event_name(subject.name, reason.as_str(), message);
     let api = Api::<Event>::namespaced(client.clone(), subject.namespace);
     let what = || {
         format!(
@@ -105,7 +106,7 @@ pub async fn record_resolved(client: &Client, entry: &Entry, who: &str, why: &st
             name: &entry.workload.name,
         },
         true,
-        "MigrationRequestResolved",
+        EventReason::MigrationRequestResolved,
         &format!(
             "migration request uuid={} for {}/{} instance {} removed from the dispatch journal by {who} ({} {}): {why}",
             entry.uuid,

@@ -431,12 +431,6 @@ fn render_report(report: &run::Report, output: Output) -> Result<String> {
         .recommendations
         .iter()
         .map(|r| {
-            let why = r
-                .dispatch_reason
-                .clone()
-                .or(r.reject_reason.clone())
-                .or(r.advisory_reason.map(|a| a.as_str().to_string()))
-                .unwrap_or_default();
             let mut line = render::row_cells(r);
             line.extend([
                 if report.dry_run && r.outcome == alfred::decision::RowOutcome::Submitted {
@@ -444,7 +438,7 @@ fn render_report(report: &run::Report, output: Output) -> Result<String> {
                 } else {
                     r.outcome.as_str().into()
                 },
-                render::or_dash(&why),
+                r.why().unwrap_or("-").into(),
                 render::or_dash(&r.from_node),
                 render::or_dash(&r.target),
             ]);
@@ -767,8 +761,8 @@ pub async fn run_status(global: &GlobalArgs) -> Result<()> {
             r.component,
             r.instance,
             r.from_node,
-            r.dispatch_status.as_deref().unwrap_or_default(),
-            r.dispatch_reason.as_deref().unwrap_or_default()
+            r.dispatch_status.map_or("", |s| s.as_str()),
+            r.dispatch_reason.map_or("", |r| r.as_str())
         )?;
     }
     match &out.withheld {

@@ -282,12 +282,7 @@ fn rows_table(
             line.extend(render::row_cells(&r.row));
             line.extend([
                 r.row.outcome.as_str().into(),
-                r.row
-                    .advisory_reason
-                    .map(|a| a.as_str())
-                    .or(r.row.dispatch_reason.as_deref())
-                    .unwrap_or("-")
-                    .into(),
+                r.row.why().unwrap_or("-").into(),
                 render::or_dash(&r.row.from_node),
                 render::or_dash(&r.row.hint_targets.join(",")),
                 format!("{:.3}", r.row.score),

@@ -18,6 +18,7 @@ use crate::api::runtime::RuntimeFields;
 use crate::input::quoted;
 use crate::migration;
 use crate::mode::{self, DeploymentMode, ModeSource};
+use crate::reasons::AdmissionCode;
 use crate::strategy::{self, OperatorDefaults, parse_percent};
 
 /// The answer to one object: refused with a message, or admitted with warnings.
@@ -51,7 +52,8 @@ fn check_budgets(path: &str, rolling: &RollingUpdate, zero_rule: bool) -> Result
             None => {}
             Some(IntOrString::Int(n)) if *n < 0 => {
                 return Err(format!(
-                    "{path}.{field}={n} must be >= 0 (InvalidRollingUpdateInteger)"
+                    "{path}.{field}={n} must be >= 0 ({})",
+                    AdmissionCode::InvalidRollingUpdateInteger
                 ));
             }
             Some(IntOrString::Int(n)) => zero[i] = *n == 0,
@@ -59,8 +61,9 @@ fn check_budgets(path: &str, rolling: &RollingUpdate, zero_rule: bool) -> Result
                 Ok(p) => zero[i] = p == 0,
                 Err(e) => {
                     return Err(format!(
-                        "{path}.{field}={} {e} (InvalidRollingUpdatePercent)",
-                        quoted(s)
+                        "{path}.{field}={} {e} ({})",
+                        quoted(s),
+                        AdmissionCode::InvalidRollingUpdatePercent
                     ));
                 }
             },
@@ -68,7 +71,8 @@ fn check_budgets(path: &str, rolling: &RollingUpdate, zero_rule: bool) -> Result
     }
     if zero_rule && zero == [true, true] {
         return Err(format!(
-            "{path}: maxSurge=0 and maxUnavailable=0 together yield an unstartable rollout (RollingUpdateZeroBudget)"
+            "{path}: maxSurge=0 and maxUnavailable=0 together yield an unstartable rollout ({})",
+            AdmissionCode::RollingUpdateZeroBudget
         ));
     }
     Ok(())
@@ -127,7 +131,8 @@ fn check_inference_service(
         let omenative = DeploymentMode::OmeNative.as_str();
         if (engine == omenative || decoder == omenative) && engine != decoder {
             return Err(format!(
-                "InvalidDeploymentModeCombination: engine deploymentMode={} does not match decoder deploymentMode={}; when either is OMENative, both must use the same value",
+                "{}: engine deploymentMode={} does not match decoder deploymentMode={}; when either is OMENative, both must use the same value",
+                AdmissionCode::InvalidDeploymentModeCombination,
                 quoted(engine),
                 quoted(decoder)
             ));
@@ -188,7 +193,7 @@ fn check_inference_service(
 /// Validates a ServingRuntime's or ClusterServingRuntime's component configs: budgets must be
 /// integers or percents, but a zero (even on both sides) is admitted in a runtime.
 pub fn review_runtime(fields: &RuntimeFields) -> Verdict {
-    let result = ComponentKind::ALL.into_iter().try_for_each(|kind| {
+    let result = ComponentKind::ALL.iter().copied().try_for_each(|kind| {
         let Some(r) = rolling(fields.component(kind).and_then(|c| c.lifecycle.as_ref())) else {
             return Ok(());
         };

@@ -5,21 +5,12 @@
 use crate::api::keys;
 use crate::kubernetes::names;
 
-/// How a workload's instances may be treated on preemptible nodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpotPolicy {
-    Avoid,
-    Migrate,
-    Ignore,
-}
-
-impl SpotPolicy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Avoid => "avoid",
-            Self::Migrate => "migrate",
-            Self::Ignore => "ignore",
-        }
+crate::named! {
+    /// How a workload's instances may be treated on preemptible nodes.
+    pub enum SpotPolicy {
+        Avoid = "avoid",
+        Migrate = "migrate",
+        Ignore = "ignore",
     }
 }
 
@@ -79,11 +70,9 @@ pub fn cooldown_minutes(value: &str) -> Result<i64, AnnotationError> {
 
 /// `alfred.ome.io/spot-policy`: avoid, migrate or ignore.
 pub fn spot_policy(value: &str) -> Result<SpotPolicy, AnnotationError> {
-    match value {
-        "avoid" => Ok(SpotPolicy::Avoid),
-        "migrate" => Ok(SpotPolicy::Migrate),
-        "ignore" => Ok(SpotPolicy::Ignore),
-        _ => refuse(keys::SPOT_POLICY, value, "use avoid, migrate or ignore"),
+    match SpotPolicy::parse(value) {
+        Some(policy) => Ok(policy),
+        None => refuse(keys::SPOT_POLICY, value, "use avoid, migrate or ignore"),
     }
 }
 

@@ -26,39 +26,25 @@ pub enum ConfigError {
     Invalid(String),
 }
 
-/// Alfred's `mode`: advice only, or moves under the arbiter (not a workload's
-/// [`crate::mode::DeploymentMode`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OperatingMode {
-    RecommendOnly,
-    Execute,
-}
-
-impl OperatingMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OperatingMode::RecommendOnly => "recommend-only",
-            OperatingMode::Execute => "execute",
-        }
+crate::named! {
+    /// Alfred's `mode`: advice only, or moves under the arbiter (not a workload's
+    /// [`crate::mode::DeploymentMode`]).
+    pub enum OperatingMode {
+        RecommendOnly = "recommend-only",
+        Execute = "execute",
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Aggressiveness {
-    Conservative,
-    Balanced,
-    Aggressive,
+crate::named! {
+    #[derive(PartialOrd, Ord)]
+    pub enum Aggressiveness {
+        Conservative = "conservative",
+        Balanced = "balanced",
+        Aggressive = "aggressive",
+    }
 }
 
 impl Aggressiveness {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Conservative => "conservative",
-            Self::Balanced => "balanced",
-            Self::Aggressive => "aggressive",
-        }
-    }
-
     /// The cost weight applied to the base move cost of 0.15.
     pub fn cost_weight(self) -> f64 {
         match self {
@@ -507,12 +493,12 @@ fn unit_interval(key: &str, value: Option<f64>, default: f64) -> Result<f64, Con
 
 fn aggressiveness(key: &str, value: Option<&str>) -> Result<Aggressiveness, ConfigError> {
     match value {
-        None | Some("balanced") => Ok(Aggressiveness::Balanced),
-        Some("conservative") => Ok(Aggressiveness::Conservative),
-        Some("aggressive") => Ok(Aggressiveness::Aggressive),
-        Some(other) => Err(invalid(format!(
-            "{key} must be one of conservative, balanced, aggressive, got {other:?}"
-        ))),
+        None => Ok(Aggressiveness::Balanced),
+        Some(text) => Aggressiveness::parse(text).ok_or_else(|| {
+            invalid(format!(
+                "{key} must be one of conservative, balanced, aggressive, got {text:?}"
+            ))
+        }),
     }
 }
 
@@ -525,13 +511,12 @@ impl RawConfig {
             None => return Err(invalid("schemaVersion is required and must be 1".into())),
         }
         let mode = match self.mode.as_deref() {
-            None | Some("recommend-only") => OperatingMode::RecommendOnly,
-            Some("execute") => OperatingMode::Execute,
-            Some(other) => {
-                return Err(invalid(format!(
-                    "mode must be one of recommend-only, execute, got {other:?}"
-                )));
-            }
+            None => OperatingMode::RecommendOnly,
+            Some(text) => OperatingMode::parse(text).ok_or_else(|| {
+                invalid(format!(
+                    "mode must be one of recommend-only, execute, got {text:?}"
+                ))
+            })?,
         };
         let second = SignedDuration::from_secs(1);
         let decision_loop_interval = duration_or_default(

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::input::quoted;
+use crate::reasons::AdmissionCode;
 
 pub const SCHEMA_VERSION: &str = "v1";
 
@@ -32,7 +33,8 @@ pub fn parse_request(payload: &str) -> Result<MigrationRequest, String> {
         serde_json::from_str(payload).map_err(|e| crate::input::cut_message(&e.to_string()))?;
     if request.schema_version != SCHEMA_VERSION {
         return Err(format!(
-            "UnsupportedSchemaVersion: {}",
+            "{}: {}",
+            AdmissionCode::UnsupportedSchemaVersion,
             quoted(&request.schema_version)
         ));
     }

@@ -5,39 +5,14 @@ use crate::api::isvc::{InferenceServiceSpec, SpecDeploymentMode};
 use crate::api::keys::DEPLOYMENT_MODE;
 use crate::api::runtime::RuntimeFields;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum DeploymentMode {
-    OmeNative,
-    RawDeployment,
-    /// LeaderWorkerSet-backed; deprecated.
-    MultiNode,
-    VirtualDeployment,
-}
-
-impl DeploymentMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::OmeNative => "OMENative",
-            Self::RawDeployment => "RawDeployment",
-            Self::MultiNode => "MultiNode",
-            Self::VirtualDeployment => "VirtualDeployment",
-        }
-    }
-
-    fn from_annotation(value: &str) -> Option<Self> {
-        match value {
-            "OMENative" => Some(Self::OmeNative),
-            "RawDeployment" => Some(Self::RawDeployment),
-            "MultiNode" => Some(Self::MultiNode),
-            "VirtualDeployment" => Some(Self::VirtualDeployment),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for DeploymentMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+crate::named! {
+    #[derive(PartialOrd, Ord)]
+    pub enum DeploymentMode {
+        OmeNative = "OMENative",
+        RawDeployment,
+        /// LeaderWorkerSet-backed; deprecated.
+        MultiNode,
+        VirtualDeployment,
     }
 }
 
@@ -64,7 +39,7 @@ pub fn resolve(
 ) -> (DeploymentMode, ModeSource) {
     let annotated = |c: Option<&ComponentSpec>| {
         c.and_then(|c| c.annotations.get(DEPLOYMENT_MODE))
-            .and_then(|v| DeploymentMode::from_annotation(v))
+            .and_then(|v| DeploymentMode::parse(v))
     };
     if let Some(mode) = annotated(spec.component(kind)) {
         return (mode, ModeSource::ComponentAnnotation);

@@ -18,27 +18,18 @@ use crate::api::lifecycle::{
 /// The ConfigMap OME's manager reads its defaults from.
 pub const OPERATOR_CONFIG_MAP: &str = "inferenceservice-config";
 
-/// Where a resolved field came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Source {
-    /// The component in the InferenceService.
-    InferenceService,
-    /// The runtime's `engineConfig`, `decoderConfig` or `routerConfig`.
-    Runtime,
-    /// The operator default (the chart's `ome.controller.updateStrategy`).
-    OperatorDefault,
-    /// OME's fixed fallback: `SurgeThenDrain`.
-    Fallback,
-}
-
-impl Source {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::InferenceService => "InferenceService",
-            Self::Runtime => "runtime",
-            Self::OperatorDefault => "operator default",
-            Self::Fallback => "fallback",
-        }
+crate::named! {
+    /// Where a resolved field came from.
+    #[derive(Serialize)]
+    pub enum Source {
+        /// The component in the InferenceService.
+        InferenceService,
+        /// The runtime's `engineConfig`, `decoderConfig` or `routerConfig`.
+        Runtime = "runtime",
+        /// The operator default (the chart's `ome.controller.updateStrategy`).
+        OperatorDefault = "operator default",
+        /// OME's fixed fallback: `SurgeThenDrain`.
+        Fallback = "fallback",
     }
 }
 
@@ -61,13 +52,15 @@ fn sourced<T: Clone>(isvc: Option<&T>, runtime: Option<&T>) -> Option<Sourced<T>
     })
 }
 
-/// The budget a strategy reads; the other one is inert.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum BudgetArm {
-    /// `maxSurge`, read by `SurgeThenDrain`.
-    Surge,
-    /// `maxUnavailable`, read by the other strategies (and by crash-loop repairs).
-    Unavailability,
+crate::named! {
+    /// The budget a strategy reads; the other one is inert.
+    #[derive(Serialize)]
+    pub enum BudgetArm {
+        /// `maxSurge`, read by `SurgeThenDrain`.
+        Surge = "surge",
+        /// `maxUnavailable`, read by the other strategies (and by crash-loop repairs).
+        Unavailability = "unavailability",
+    }
 }
 
 impl BudgetArm {
@@ -75,13 +68,6 @@ impl BudgetArm {
         match strategy {
             UpdateStrategyType::SurgeThenDrain => BudgetArm::Surge,
             _ => BudgetArm::Unavailability,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Surge => "surge",
-            Self::Unavailability => "unavailability",
         }
     }
 
@@ -141,7 +127,8 @@ impl OperatorDefaults {
         };
         OperatorDefaults {
             update_strategy: ComponentKind::ALL
-                .into_iter()
+                .iter()
+                .copied()
                 .map(|k| (k, component.clone()))
                 .collect(),
             revision_history_limit: Some(10),

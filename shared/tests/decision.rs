@@ -894,7 +894,7 @@ fn recording_keeps_other_keys_and_carries_episode_stamps() {
     let fired: Vec<(&str, &str)> = updated
         .events
         .iter()
-        .map(|e| (e.node.as_str(), e.reason))
+        .map(|e| (e.node.as_str(), e.reason.as_str()))
         .collect();
     assert!(fired.contains(&("u", "NodeRepairNeeded")), "{fired:?}");
     assert!(updated.events.iter().any(|e| e.message
@@ -1041,7 +1041,7 @@ fn rows_carry_their_simulation_up_to_the_budget() {
     assert_eq!(
         simulated
             .iter()
-            .filter(|s| s.reason == "SimulationBudgetExceeded")
+            .filter(|s| s.reason.as_str() == "SimulationBudgetExceeded")
             .count(),
         d.recommendations.len() - 8
     );

@@ -353,7 +353,7 @@ fn outcomes(report: &run::Report) -> Vec<(String, RowOutcome, String)> {
             (
                 format!("{}/{}", r.workload, r.instance),
                 r.outcome,
-                r.dispatch_reason.or(r.reject_reason).unwrap_or_default(),
+                r.why().unwrap_or_default().to_string(),
             )
         })
         .collect()

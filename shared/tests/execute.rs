@@ -1417,18 +1417,18 @@ fn each_row_gets_the_reference_event() {
     defrag.advisory_reason = Some(AdvisoryReason::NonExecutableObservedFragmentation);
     let mut rejected = base(PolicyName::Defragmentation, CandidateReason::Fragmentation);
     rejected.outcome = RowOutcome::Rejected;
-    rejected.reject_reason = Some("HourlyCap".into());
+    rejected.reject_reason = Some(ArbiterReason::HourlyCap);
     let mut submitted = base(PolicyName::Defragmentation, CandidateReason::Fragmentation);
     submitted.outcome = RowOutcome::Submitted;
-    submitted.dispatch_status = Some("submitted".into());
+    submitted.dispatch_status = Some(RowOutcome::Submitted);
     submitted.request_uuid = Some(UUID.into());
-    submitted.dispatch_reason = Some("RequestSubmitted".into());
+    submitted.dispatch_reason = Some(EntryReason::RequestSubmitted.into());
     let mut stalled = submitted.clone();
     stalled.outcome = RowOutcome::Stalled;
-    stalled.dispatch_reason = Some("AcknowledgementTimeout".into());
+    stalled.dispatch_reason = Some(EntryReason::AcknowledgementTimeout.into());
     let mut overridden = base(PolicyName::Nodehealth, CandidateReason::NodeUnhealthy);
     overridden.outcome = RowOutcome::Withheld;
-    overridden.dispatch_reason = Some("SerialDispatchLimit".into());
+    overridden.dispatch_reason = Some(DispatchReason::SerialDispatchLimit);
     overridden.cooldown_overridden = true;
     let rows = vec![
         advice.clone(),
@@ -1446,7 +1446,7 @@ fn each_row_gets_the_reference_event() {
     let events = workload_events(&rows, &recs);
     let got: Vec<(&str, bool, &str)> = events
         .iter()
-        .map(|e| (e.reason, e.warning, e.message.as_str()))
+        .map(|e| (e.reason.as_str(), e.warning, e.message.as_str()))
         .collect();
     assert_eq!(
         got,

@@ -2,7 +2,9 @@
 
 use alfred::config::Config;
 use alfred::model::Context;
-use alfred::simulate::{Ledger, NewPod, SimulationOutcome, Status, simulate, tolerates};
+use alfred::simulate::{
+    Ledger, NewPod, SchedulingReason, SimulationOutcome, Status, simulate, tolerates,
+};
 use alfred::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use serde_json::{Value, json};
@@ -303,7 +305,7 @@ fn volumes_bound_to_a_node_pin_the_pod() {
     let o = run(unbound, "", &[new_pod("p", 1, claim)], &[]);
     assert_eq!(
         (o.status, o.reason),
-        (Status::Unsupported, "InputUnsupported")
+        (Status::Unsupported, SchedulingReason::InputUnsupported)
     );
     assert_eq!(
         o.message,
@@ -325,14 +327,14 @@ fn gangs_are_all_or_nothing_and_need_a_gang_profile() {
     let o = run(items.clone(), "", &gang, &[]);
     assert_eq!(
         (o.status, o.reason),
-        (Status::Unsupported, "GangUnsupported")
+        (Status::Unsupported, SchedulingReason::GangUnsupported)
     );
     let gangs = "scheduling: {profiles: {default-scheduler: {backend: ome-scheduler, schedulerVersion: v1.35, configurationID: gang, gangScheduling: true}}}\n";
     // The leader takes a; the worker fits nowhere, so nothing is placed.
     let o = run(items.clone(), gangs, &gang, &[]);
     assert_eq!(
         (o.status, o.reason),
-        (Status::Infeasible, "NoFeasiblePlacement")
+        (Status::Infeasible, SchedulingReason::NoFeasiblePlacement)
     );
     assert!(o.placements.is_empty());
     assert!(
@@ -356,7 +358,7 @@ fn gangs_are_all_or_nothing_and_need_a_gang_profile() {
     let o = run(read_live(json!([])), gangs, &small, &[]);
     assert_eq!(
         (o.status, o.reason),
-        (Status::Unavailable, "SimulationUnavailable")
+        (Status::Unavailable, SchedulingReason::SimulationUnavailable)
     );
     assert!(
         o.message.contains("the PodGroup CRD is not installed"),
@@ -382,7 +384,7 @@ fn profile_selection_and_its_reasons() {
     let o = run(items.clone(), "", &[named("ome-scheduler")], &[]);
     assert_eq!(
         (o.status, o.reason),
-        (Status::Unavailable, "ProfileNotConfigured")
+        (Status::Unavailable, SchedulingReason::ProfileNotConfigured)
     );
     assert!(
         o.message.contains("add scheduling.profiles.ome-scheduler"),
@@ -395,25 +397,25 @@ fn profile_selection_and_its_reasons() {
         &[named("a-sched"), named("b-sched")],
         &[],
     );
-    assert_eq!(o.reason, "MixedSchedulers");
+    assert_eq!(o.reason, SchedulingReason::MixedSchedulers);
     let o = run(items.clone(), "", &[], &[]);
-    assert_eq!(o.reason, "NoTemplates");
+    assert_eq!(o.reason, SchedulingReason::NoTemplates);
     let o = run(
         items.clone(),
         "",
         &[new_pod("p", 1, json!({"nodeName": "a"}))],
         &[],
     );
-    assert_eq!(o.reason, "TemplateBound");
+    assert_eq!(o.reason, SchedulingReason::TemplateBound);
     // Configured profiles replace the built-in one, even for default-scheduler.
     let other = "scheduling: {profiles: {ome-scheduler: {backend: ome, schedulerVersion: v1.35, configurationID: c1}}}\n";
     assert_eq!(
         run(items.clone(), other, &[named("")], &[]).reason,
-        "ProfileNotConfigured"
+        SchedulingReason::ProfileNotConfigured
     );
     assert_eq!(
         run(items.clone(), other, &[named("ome-scheduler")], &[]).reason,
-        "PlacementFound"
+        SchedulingReason::PlacementFound
     );
     let many: Vec<NewPod> = (0..129)
         .map(|k| new_pod(&format!("p{k}"), 0, json!({})))
@@ -421,7 +423,7 @@ fn profile_selection_and_its_reasons() {
     let gangs = "scheduling: {profiles: {default-scheduler: {backend: b, schedulerVersion: v, configurationID: c, gangScheduling: true}}}\n";
     assert_eq!(
         run(items, gangs, &many, &[]).reason,
-        "RecommendationTooLarge"
+        SchedulingReason::RecommendationTooLarge
     );
 }
 

@@ -17,19 +17,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::view::{self, Object};
 
-/// Which webhook configuration called.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hook {
-    Validate,
-    Mutate,
-}
-
-impl Hook {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Hook::Validate => "validate",
-            Hook::Mutate => "mutate",
-        }
+alfred::named! {
+    /// Which webhook configuration called.
+    pub enum Hook {
+        Validate = "validate",
+        Mutate = "mutate",
     }
 }
 
@@ -161,21 +153,12 @@ impl<'a> Response<'a> {
     }
 }
 
-/// How a review ended, for metrics and logs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReviewOutcome {
-    Allowed,
-    Patched,
-    Denied,
-}
-
-impl ReviewOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReviewOutcome::Allowed => "allowed",
-            ReviewOutcome::Patched => "patched",
-            ReviewOutcome::Denied => "denied",
-        }
+alfred::named! {
+    /// How a review ended, for metrics and logs.
+    pub enum ReviewOutcome {
+        Allowed = "allowed",
+        Patched = "patched",
+        Denied = "denied",
     }
 }
 

@@ -12,36 +12,14 @@ use serde::{Deserialize, Serialize};
 use super::lifecycle::LifecycleSpec;
 use super::schema;
 
-/// The three component kinds, in the order OME checks them.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ComponentKind {
-    Engine,
-    Decoder,
-    Router,
-}
-
-impl ComponentKind {
-    pub const ALL: [ComponentKind; 3] = [Self::Engine, Self::Decoder, Self::Router];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Engine => "engine",
-            Self::Decoder => "decoder",
-            Self::Router => "router",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-}
-
-impl std::fmt::Display for ComponentKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+crate::named! {
+    /// The three component kinds, in the order OME checks them.
+    #[derive(Serialize, Deserialize, PartialOrd, Ord, JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    pub enum ComponentKind {
+        Engine = "engine",
+        Decoder = "decoder",
+        Router = "router",
     }
 }
 

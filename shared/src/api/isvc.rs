@@ -52,7 +52,8 @@ impl InferenceServiceSpec {
     /// The components this InferenceService declares, in engine, decoder, router order.
     pub fn components(&self) -> impl Iterator<Item = (ComponentKind, &ComponentSpec)> {
         ComponentKind::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter_map(|k| self.component(k).map(|c| (k, c)))
     }
 }

@@ -66,22 +66,13 @@ pub struct UpdateStrategy {
     pub in_place_update_strategy: Option<InPlaceUpdateStrategy>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
-pub enum UpdateStrategyType {
-    SurgeThenDrain,
-    RecreatePod,
-    InPlaceIfPossible,
-    InPlaceOnly,
-}
-
-impl UpdateStrategyType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SurgeThenDrain => "SurgeThenDrain",
-            Self::RecreatePod => "RecreatePod",
-            Self::InPlaceIfPossible => "InPlaceIfPossible",
-            Self::InPlaceOnly => "InPlaceOnly",
-        }
+crate::named! {
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    pub enum UpdateStrategyType {
+        SurgeThenDrain,
+        RecreatePod,
+        InPlaceIfPossible,
+        InPlaceOnly,
     }
 }
 

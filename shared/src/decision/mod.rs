@@ -27,122 +27,33 @@ use crate::api::component::ComponentKind;
 use crate::model::Context;
 use crate::model::cluster::Cluster;
 
-/// Why a move was considered.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CandidateReason {
-    Fragmentation,
-    NodeUnhealthy,
-    NodeMaintenance,
-}
+pub use crate::reasons::{AdvisoryReason, CandidateReason};
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[serde(rename_all = "kebab-case")]
-pub enum PolicyName {
-    Defragmentation,
-    Nodehealth,
-    MigrationDispatch,
-}
-
-impl PolicyName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Defragmentation => "defragmentation",
-            Self::Nodehealth => "nodehealth",
-            Self::MigrationDispatch => "migration-dispatch",
-        }
+crate::named! {
+    #[derive(PartialOrd, Ord)]
+    pub enum PolicyName {
+        Defragmentation = "defragmentation",
+        Nodehealth = "nodehealth",
+        MigrationDispatch = "migration-dispatch",
     }
 }
 
-/// Where a recommendation row stands: advice, refused, withheld, or a request's life in
-/// execute mode.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum RowOutcome {
-    Advisory,
-    Rejected,
-    Withheld,
-    Submitted,
-    Acknowledged,
-    Completed,
-    Failed,
-    Stalled,
-}
-
-impl RowOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Advisory => "advisory",
-            Self::Rejected => "rejected",
-            Self::Withheld => "withheld",
-            Self::Submitted => "submitted",
-            Self::Acknowledged => "acknowledged",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Stalled => "stalled",
-        }
+crate::named! {
+    /// Where a recommendation row stands: advice, refused, withheld, or a request's life in
+    /// execute mode.
+    pub enum RowOutcome {
+        Advisory = "advisory",
+        Rejected = "rejected",
+        Withheld = "withheld",
+        Submitted = "submitted",
+        Acknowledged = "acknowledged",
+        Completed = "completed",
+        Failed = "failed",
+        Stalled = "stalled",
     }
 }
 
-/// Why a row is not executable (alfred-reference.md §4 "Advisory reasons").
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum AdvisoryReason {
-    OMENativeUnavailable,
-    RawDeploymentMigrationUnsupported,
-    LWSMigrationUnsupported,
-    NoSurgeHeadroom,
-    VolumePinned,
-    ModelUnresolved,
-    MigrationSurfaceDisabled,
-    OMENativeObservationInvalid,
-    OMENativeStateIneligible,
-    NonExecutableObservedFragmentation,
-    SimulationRecommendOnly,
-    // Scheduler selection failed for the move's pods (alfred-reference.md §4).
-    NoTemplates,
-    MixedSchedulers,
-    TemplateBound,
-    ProfileNotConfigured,
-    GangUnsupported,
-    RecommendationTooLarge,
-}
-
-impl AdvisoryReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::OMENativeUnavailable => "OMENativeUnavailable",
-            Self::RawDeploymentMigrationUnsupported => "RawDeploymentMigrationUnsupported",
-            Self::LWSMigrationUnsupported => "LWSMigrationUnsupported",
-            Self::NoSurgeHeadroom => "NoSurgeHeadroom",
-            Self::VolumePinned => "VolumePinned",
-            Self::ModelUnresolved => "ModelUnresolved",
-            Self::MigrationSurfaceDisabled => "MigrationSurfaceDisabled",
-            Self::OMENativeObservationInvalid => "OMENativeObservationInvalid",
-            Self::OMENativeStateIneligible => "OMENativeStateIneligible",
-            Self::NonExecutableObservedFragmentation => "NonExecutableObservedFragmentation",
-            Self::SimulationRecommendOnly => "SimulationRecommendOnly",
-            Self::NoTemplates => "NoTemplates",
-            Self::MixedSchedulers => "MixedSchedulers",
-            Self::TemplateBound => "TemplateBound",
-            Self::ProfileNotConfigured => "ProfileNotConfigured",
-            Self::GangUnsupported => "GangUnsupported",
-            Self::RecommendationTooLarge => "RecommendationTooLarge",
-        }
-    }
-
-    /// The advisory reason of a scheduler-selection failure, by its scheduling reason.
-    pub fn of_selection(reason: &str) -> Option<AdvisoryReason> {
-        [
-            Self::NoTemplates,
-            Self::MixedSchedulers,
-            Self::TemplateBound,
-            Self::ProfileNotConfigured,
-            Self::GangUnsupported,
-            Self::RecommendationTooLarge,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == reason)
-    }
-}
+crate::serde_by_name!(PolicyName, RowOutcome);
 
 fn is_false(b: &bool) -> bool {
     !b
@@ -163,7 +74,7 @@ pub struct Row {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advisory_reason: Option<AdvisoryReason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reject_reason: Option<String>,
+    pub reject_reason: Option<crate::reasons::ArbiterReason>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub from_node: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -176,12 +87,12 @@ pub struct Row {
     #[serde(default, skip_serializing_if = "is_false")]
     pub cooldown_overridden: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dispatch_status: Option<String>,
+    pub dispatch_status: Option<RowOutcome>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(rename = "requestUUID")]
     pub request_uuid: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dispatch_reason: Option<String>,
+    pub dispatch_reason: Option<crate::reasons::DispatchReason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduling: Option<Scheduling>,
 }
@@ -202,8 +113,8 @@ pub struct Scheduling {
         skip_serializing_if = "String::is_empty"
     )]
     pub configuration_id: String,
-    pub status: String,
-    pub reason: String,
+    pub status: crate::reasons::SchedulingStatus,
+    pub reason: crate::reasons::SchedulingReason,
     #[serde(
         default,
         rename = "snapshotID",
@@ -217,6 +128,15 @@ pub struct Scheduling {
 }
 
 impl Row {
+    /// The code that explains the row's outcome: why it was withheld or what its request is
+    /// doing, why the arbiter refused it, or why it is advice only (a row has one at most).
+    pub fn why(&self) -> Option<&'static str> {
+        self.dispatch_reason
+            .map(|r| r.as_str())
+            .or(self.reject_reason.map(|r| r.as_str()))
+            .or(self.advisory_reason.map(|r| r.as_str()))
+    }
+
     /// A row in its first state: advisory, nothing dispatched.
     pub fn new(
         workload: &str,

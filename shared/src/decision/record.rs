@@ -9,6 +9,8 @@ use serde::Serialize;
 
 use super::Row;
 use super::nodehealth::NodeRecord;
+use crate::model::health::HealthState;
+use crate::reasons::EventReason;
 
 pub const LAST_CYCLE_KEY: &str = "last-cycle.json";
 
@@ -36,7 +38,7 @@ pub struct Updated {
 pub struct NodeEvent {
     pub node: String,
     pub warning: bool,
-    pub reason: &'static str,
+    pub reason: EventReason,
     pub message: String,
 }
 
@@ -104,20 +106,25 @@ fn episode_events(new: &NodeRecord, old: Option<&NodeRecord>) -> Vec<NodeEvent> 
     fire(
         |r| r.signaled_at,
         true,
-        "NodeRepairNeeded",
+        EventReason::NodeRepairNeeded,
         "has an observed health concern; repair investigation requested",
     );
-    fire(|r| r.drained_at, false, "NodeDrainedForRepair", unoccupied);
+    fire(
+        |r| r.drained_at,
+        false,
+        EventReason::NodeDrainedForRepair,
+        unoccupied,
+    );
     fire(
         |r| r.maintenance_requested_at,
         false,
-        "NodeMaintenanceRequested",
+        EventReason::NodeMaintenanceRequested,
         "has planned maintenance requested; no hardware damage is implied",
     );
     fire(
         |r| r.maintenance_drained_at,
         false,
-        "NodeDrainedForMaintenance",
+        EventReason::NodeDrainedForMaintenance,
         unoccupied,
     );
     events
@@ -131,15 +138,17 @@ pub fn carry_episode(mut new: NodeRecord, old: Option<&NodeRecord>) -> NodeRecor
     let old = old.filter(|o| o.node_uid == new.node_uid);
     let occupied = new.ome_gpu_occupants_present;
     let stamp = |old: Option<Timestamp>| Some(old.unwrap_or(now));
-    match new.state.as_str() {
-        "Clear" => {}
+    match HealthState::parse(&new.state) {
+        Some(HealthState::Clear) => {}
         state => {
-            let repair = matches!(state, "Unhealthy" | "Unknown");
+            let repair = matches!(state, Some(HealthState::Unhealthy | HealthState::Unknown));
             let signaled = old.and_then(|o| o.signaled_at);
             new.signaled_at = if repair { stamp(signaled) } else { signaled };
             // Drained: a pass after the signal, no OME GPU pods left, and not Unknown.
             new.drained_at = match (signaled, occupied, state) {
-                (Some(_), false, s) if s != "Unknown" => stamp(old.and_then(|o| o.drained_at)),
+                (Some(_), false, s) if s != Some(HealthState::Unknown) => {
+                    stamp(old.and_then(|o| o.drained_at))
+                }
                 _ => None,
             };
         }

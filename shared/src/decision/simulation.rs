@@ -6,7 +6,7 @@
 use super::{Recommendation, Scheduling};
 use crate::mode::DeploymentMode;
 use crate::model::context::Context;
-use crate::simulate::{self, Ledger, SimulationOutcome, Status};
+use crate::simulate::{self, Ledger, SchedulingReason, SimulationOutcome, Status};
 
 /// Rows simulated in one pass.
 pub const SIMULATION_BUDGET: usize = 8;
@@ -37,7 +37,7 @@ pub fn attach(ctx: &Context<'_>, rows: &mut [Recommendation]) {
         } else {
             SimulationOutcome {
                 status: Status::Unavailable,
-                reason: "SimulationBudgetExceeded",
+                reason: SchedulingReason::SimulationBudgetExceeded,
                 profile: None,
                 placements: Vec::new(),
                 message: format!("only {SIMULATION_BUDGET} rows are simulated a pass"),
@@ -57,8 +57,8 @@ fn summary(ctx: &Context<'_>, o: &SimulationOutcome) -> Scheduling {
         backend: text(|p| &p.backend),
         scheduler_version: text(|p| &p.scheduler_version),
         configuration_id: text(|p| &p.configuration_id),
-        status: format!("{:?}", o.status),
-        reason: o.reason.to_string(),
+        status: o.status,
+        reason: o.reason,
         snapshot_id: format!("snapshot-{}", ctx.now().as_second()),
         snapshot_time: Some(ctx.now()),
         placements: o.placements.clone(),

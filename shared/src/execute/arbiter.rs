@@ -13,49 +13,7 @@ use crate::migration;
 use crate::model::Context;
 use crate::model::cluster::NodeView;
 
-/// Why the arbiter refused a move, in the order it checks them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ArbiterReason {
-    CircuitBreakerOpen,
-    InstanceGone,
-    NotMovable,
-    MalformedRequestPending,
-    MigrationStateInvalid,
-    InstanceTerminating,
-    WorkloadBusy,
-    Cooldown,
-    PlacementCooldown,
-    NodeCooldown,
-    TargetUnavailable,
-    TargetUnderEvacuation,
-    TargetNodeBusy,
-    NoCapacity,
-    InFlightCap,
-    HourlyCap,
-}
-
-impl ArbiterReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::CircuitBreakerOpen => "CircuitBreakerOpen",
-            Self::InstanceGone => "InstanceGone",
-            Self::NotMovable => "NotMovable",
-            Self::MalformedRequestPending => "MalformedRequestPending",
-            Self::MigrationStateInvalid => "MigrationStateInvalid",
-            Self::InstanceTerminating => "InstanceTerminating",
-            Self::WorkloadBusy => "WorkloadBusy",
-            Self::Cooldown => "Cooldown",
-            Self::PlacementCooldown => "PlacementCooldown",
-            Self::NodeCooldown => "NodeCooldown",
-            Self::TargetUnavailable => "TargetUnavailable",
-            Self::TargetUnderEvacuation => "TargetUnderEvacuation",
-            Self::TargetNodeBusy => "TargetNodeBusy",
-            Self::NoCapacity => "NoCapacity",
-            Self::InFlightCap => "InFlightCap",
-            Self::HourlyCap => "HourlyCap",
-        }
-    }
-}
+pub use crate::reasons::ArbiterReason;
 
 /// A refusal: the reason code and what exactly stood in the way.
 #[derive(Clone, Debug, PartialEq)]
@@ -126,7 +84,8 @@ impl DispatchHistory {
                     targets: e.targets.clone(),
                     at: e.created_at,
                     completed_at: e.completed_at,
-                    health: request.and_then(|r| r.reason).as_deref() == Some("NodeUnhealthy"),
+                    health: request.and_then(|r| r.reason).as_deref()
+                        == Some(CandidateReason::NodeUnhealthy.as_str()),
                     unabsorbed: matches!(e.phase, Phase::Prepared | Phase::Submitted),
                     unresolved: !e.phase.is_terminal(),
                     pod_gpus,

@@ -3,8 +3,6 @@
 //! order these functions lay out; a crash between any two of them leaves a journal the next
 //! run reconciles.
 
-use std::fmt;
-
 use sha2::{Digest, Sha256};
 
 use super::arbiter::{self, Admission, DispatchHistory, Verdict};
@@ -25,69 +23,7 @@ use crate::snapshot::Snapshot;
 pub const PASS_DEADLINE: k8s_openapi::jiff::SignedDuration =
     k8s_openapi::jiff::SignedDuration::from_secs(30);
 
-/// Why an admitted move was not sent (alfred-reference.md §4 "Dispatch (withhold) reasons"),
-/// and the write outcomes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DispatchReason {
-    JournalUnavailable,
-    MultipleUnresolvedRequests,
-    UnresolvedRequest,
-    ExecutionDisabled,
-    InvalidCooldown,
-    ConfigurationChanged,
-    FailureBackoff,
-    PolicyNoLongerEligible,
-    SourceUnsupported,
-    SourceChanged,
-    SimulationNotFeasible,
-    PredictedTargetUnsafe,
-    TargetCooldown,
-    JournalPayloadInvalid,
-    InvalidRequest,
-    OwnerChanged,
-    SubmissionPrepared,
-    RequestSubmitted,
-    SubmissionUncertain,
-    SubmissionJournalUncertain,
-    SerialDispatchLimit,
-    /// The re-check's arbiter refused the move.
-    Arbiter(arbiter::ArbiterReason),
-}
-
-impl DispatchReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::JournalUnavailable => "JournalUnavailable",
-            Self::MultipleUnresolvedRequests => "MultipleUnresolvedRequests",
-            Self::UnresolvedRequest => "UnresolvedRequest",
-            Self::ExecutionDisabled => "ExecutionDisabled",
-            Self::InvalidCooldown => "InvalidCooldown",
-            Self::ConfigurationChanged => "ConfigurationChanged",
-            Self::FailureBackoff => "FailureBackoff",
-            Self::PolicyNoLongerEligible => "PolicyNoLongerEligible",
-            Self::SourceUnsupported => "SourceUnsupported",
-            Self::SourceChanged => "SourceChanged",
-            Self::SimulationNotFeasible => "SimulationNotFeasible",
-            Self::PredictedTargetUnsafe => "PredictedTargetUnsafe",
-            Self::TargetCooldown => "TargetCooldown",
-            Self::JournalPayloadInvalid => "JournalPayloadInvalid",
-            Self::InvalidRequest => "InvalidRequest",
-            Self::OwnerChanged => "OwnerChanged",
-            Self::SubmissionPrepared => "SubmissionPrepared",
-            Self::RequestSubmitted => "RequestSubmitted",
-            Self::SubmissionUncertain => "SubmissionUncertain",
-            Self::SubmissionJournalUncertain => "SubmissionJournalUncertain",
-            Self::SerialDispatchLimit => "SerialDispatchLimit",
-            Self::Arbiter(r) => r.as_str(),
-        }
-    }
-}
-
-impl fmt::Display for DispatchReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::reasons::DispatchReason;
 
 /// A reason and what exactly it is about.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,9 +33,9 @@ pub struct Withhold {
 }
 
 impl Withhold {
-    pub fn new(reason: DispatchReason, detail: impl Into<String>) -> Withhold {
+    pub fn new(reason: impl Into<DispatchReason>, detail: impl Into<String>) -> Withhold {
         Withhold {
-            reason,
+            reason: reason.into(),
             detail: detail.into(),
         }
     }
@@ -563,7 +499,7 @@ pub fn preflight(
             .take(migration::MAX_HINTS)
             .cloned()
             .collect(),
-        reason: Some(format!("{:?}", row.reason)),
+        reason: Some(row.reason.as_str().to_string()),
         requested_at: Some(now.to_string()),
         requested_by: Some(migration::REQUESTED_BY.to_string()),
     };
@@ -628,7 +564,7 @@ pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
         let admission = match &v.result {
             Err(rejection) => {
                 row.outcome = RowOutcome::Rejected;
-                row.reject_reason = Some(rejection.reason.as_str().to_string());
+                row.reject_reason = Some(rejection.reason);
                 continue;
             }
             Ok(admission) => admission,
@@ -643,7 +579,7 @@ pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
             Some((i, entry)) if i == v.recommendation => {
                 row.outcome = RowOutcome::Submitted;
                 row.request_uuid = Some(entry.uuid.clone());
-                row.dispatch_reason = Some(entry.reason_str().to_string());
+                row.dispatch_reason = entry.reason.map(DispatchReason::Entry);
             }
             _ => {
                 let reason = inputs
@@ -659,10 +595,10 @@ pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
                         DispatchReason::ExecutionDisabled
                     });
                 row.outcome = RowOutcome::Withheld;
-                row.dispatch_reason = Some(reason.as_str().to_string());
+                row.dispatch_reason = Some(reason);
             }
         }
-        row.dispatch_status = Some(row.outcome.as_str().to_string());
+        row.dispatch_status = Some(row.outcome);
     }
     let sent_uuid = inputs.sent.map(|(_, e)| e.uuid.as_str());
     for entry in inputs.journal.iter().flat_map(|j| &j.entries) {
@@ -681,12 +617,7 @@ pub fn journal_row(entry: &Entry) -> Row {
     let reason = request
         .as_ref()
         .and_then(|r| r.reason.as_deref())
-        .and_then(|r| match r {
-            "NodeUnhealthy" => Some(decision::CandidateReason::NodeUnhealthy),
-            "NodeMaintenance" => Some(decision::CandidateReason::NodeMaintenance),
-            "Fragmentation" => Some(decision::CandidateReason::Fragmentation),
-            _ => None,
-        })
+        .and_then(decision::CandidateReason::parse)
         .unwrap_or(decision::CandidateReason::Fragmentation);
     let mut row = Row::new(
         &entry.workload.to_string(),
@@ -697,17 +628,10 @@ pub fn journal_row(entry: &Entry) -> Row {
         &entry.from_node,
         0.0,
     );
-    row.outcome = match entry.phase {
-        Phase::Prepared => RowOutcome::Withheld,
-        Phase::Submitted => RowOutcome::Submitted,
-        Phase::Acknowledged => RowOutcome::Acknowledged,
-        Phase::Completed => RowOutcome::Completed,
-        Phase::Failed => RowOutcome::Failed,
-        Phase::Stalled => RowOutcome::Stalled,
-    };
-    row.dispatch_status = Some(entry.status().to_string());
+    row.outcome = entry.status();
+    row.dispatch_status = Some(row.outcome);
     row.request_uuid = Some(entry.uuid.clone());
-    row.dispatch_reason = entry.reason.map(|r| r.as_str().to_string());
+    row.dispatch_reason = entry.reason.map(DispatchReason::Entry);
     row.hint_targets = request.map(|r| r.hint_target_nodes).unwrap_or_default();
     row
 }
@@ -736,13 +660,13 @@ pub fn journal_recommendations(
         .map(|e| {
             let mut row = journal_row(e);
             if e.phase == Phase::Prepared {
-                row.dispatch_reason = Some(DispatchReason::ExecutionDisabled.as_str().into());
+                row.dispatch_reason = Some(DispatchReason::ExecutionDisabled);
             }
             let detail = format!(
                 "Alfred's request {} from execute mode is {} ({}); Alfred runs recommend-only, so nothing more is sent.",
                 e.uuid,
                 e.status(),
-                row.dispatch_reason.as_deref().unwrap_or_default()
+                row.dispatch_reason.map_or("", DispatchReason::as_str)
             );
             Recommendation::new(row, 0, detail)
         })

@@ -5,6 +5,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::decision::{AdvisoryReason, PolicyName, Recommendation, Row, RowOutcome};
+use crate::reasons::{ArbiterReason, DispatchReason, EventReason};
 
 /// One event on an InferenceService.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,7 +13,7 @@ pub struct WorkloadEvent {
     pub namespace: String,
     pub name: String,
     pub warning: bool,
-    pub reason: &'static str,
+    pub reason: EventReason,
     pub message: String,
 }
 
@@ -42,10 +43,12 @@ pub fn workload_events(rows: &[Row], recommendations: &[Recommendation]) -> Vec<
                 };
                 let reason = match (advisory, row.policy) {
                     (AdvisoryReason::RawDeploymentMigrationUnsupported, _) => {
-                        "RawDeploymentMigrationUnsupported"
+                        EventReason::RawDeploymentMigrationUnsupported
                     }
-                    (_, PolicyName::Defragmentation) => "FragmentationRecommendationProduced",
-                    _ => "EvacuationRecommendationProduced",
+                    (_, PolicyName::Defragmentation) => {
+                        EventReason::FragmentationRecommendationProduced
+                    }
+                    _ => EventReason::EvacuationRecommendationProduced,
                 };
                 let gpus = if advisory == AdvisoryReason::NoSurgeHeadroom {
                     footprint
@@ -65,21 +68,21 @@ pub fn workload_events(rows: &[Row], recommendations: &[Recommendation]) -> Vec<
             }
             RowOutcome::Rejected => push(
                 false,
-                "RecommendationRejected",
+                EventReason::RecommendationRejected,
                 format!(
                     "{} recommendation for {subject} rejected: {}",
                     row.policy.as_str(),
-                    row.reject_reason.as_deref().unwrap_or_default()
+                    row.reject_reason.map_or("", ArbiterReason::as_str)
                 ),
             ),
             outcome => {
                 let (warning, reason) = match outcome {
-                    RowOutcome::Withheld => (false, "RecommendationWithheld"),
-                    RowOutcome::Submitted => (false, "MigrationSubmitted"),
-                    RowOutcome::Acknowledged => (false, "MigrationAcknowledged"),
-                    RowOutcome::Completed => (false, "MigrationCompleted"),
-                    RowOutcome::Failed => (true, "MigrationFailed"),
-                    _ => (true, "MigrationStalled"),
+                    RowOutcome::Withheld => (false, EventReason::RecommendationWithheld),
+                    RowOutcome::Submitted => (false, EventReason::MigrationSubmitted),
+                    RowOutcome::Acknowledged => (false, EventReason::MigrationAcknowledged),
+                    RowOutcome::Completed => (false, EventReason::MigrationCompleted),
+                    RowOutcome::Failed => (true, EventReason::MigrationFailed),
+                    _ => (true, EventReason::MigrationStalled),
                 };
                 push(
                     warning,
@@ -90,7 +93,7 @@ pub fn workload_events(rows: &[Row], recommendations: &[Recommendation]) -> Vec<
                         row.request_uuid.as_deref().unwrap_or_default(),
                         row.instance,
                         outcome.as_str(),
-                        row.dispatch_reason.as_deref().unwrap_or_default()
+                        row.dispatch_reason.map_or("", DispatchReason::as_str)
                     ),
                 );
             }
@@ -98,7 +101,7 @@ pub fn workload_events(rows: &[Row], recommendations: &[Recommendation]) -> Vec<
         if row.cooldown_overridden {
             push(
                 false,
-                "CooldownOverriddenForEvacuation",
+                EventReason::CooldownOverriddenForEvacuation,
                 format!(
                     "health evacuation of {subject} admitted under the cooldown floor while the standard window was still running"
                 ),

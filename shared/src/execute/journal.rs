@@ -10,6 +10,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::api::component::ComponentKind;
+use crate::decision::RowOutcome;
 use crate::kubernetes::names;
 use crate::migration::MAX_PAYLOAD_BYTES;
 
@@ -47,29 +48,20 @@ impl fmt::Display for WorkloadRef {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    Prepared,
-    Submitted,
-    Acknowledged,
-    Completed,
-    Failed,
-    Stalled,
+crate::named! {
+    pub enum Phase {
+        Prepared = "prepared",
+        Submitted = "submitted",
+        Acknowledged = "acknowledged",
+        Completed = "completed",
+        Failed = "failed",
+        Stalled = "stalled",
+    }
 }
 
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Prepared => "prepared",
-            Self::Submitted => "submitted",
-            Self::Acknowledged => "acknowledged",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Stalled => "stalled",
-        }
-    }
+crate::serde_by_name!(Phase);
 
+impl Phase {
     /// Only a completed or failed migration ends an entry; a stalled one still blocks.
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Completed | Self::Failed)
@@ -89,44 +81,9 @@ impl Phase {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EntryReason {
-    SubmissionPrepared,
-    SubmissionUncertain,
-    RequestSubmitted,
-    RequestAnnotationObserved,
-    UUIDStatusObserved,
-    TerminalStatusObserved,
-    AcknowledgementTimeout,
-    ConsumerDeadlineExceeded,
-    AcknowledgedStatusMissing,
-    RequestPayloadChanged,
-    OwnerUnavailable,
-    ReplicaUnavailable,
-    ReplicaIdentityChanged,
-    MigrationStatusInvalid,
-}
+pub use crate::reasons::EntryReason;
 
 impl EntryReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SubmissionPrepared => "SubmissionPrepared",
-            Self::SubmissionUncertain => "SubmissionUncertain",
-            Self::RequestSubmitted => "RequestSubmitted",
-            Self::RequestAnnotationObserved => "RequestAnnotationObserved",
-            Self::UUIDStatusObserved => "UUIDStatusObserved",
-            Self::TerminalStatusObserved => "TerminalStatusObserved",
-            Self::AcknowledgementTimeout => "AcknowledgementTimeout",
-            Self::ConsumerDeadlineExceeded => "ConsumerDeadlineExceeded",
-            Self::AcknowledgedStatusMissing => "AcknowledgedStatusMissing",
-            Self::RequestPayloadChanged => "RequestPayloadChanged",
-            Self::OwnerUnavailable => "OwnerUnavailable",
-            Self::ReplicaUnavailable => "ReplicaUnavailable",
-            Self::ReplicaIdentityChanged => "ReplicaIdentityChanged",
-            Self::MigrationStatusInvalid => "MigrationStatusInvalid",
-        }
-    }
-
     fn is_stall(self) -> bool {
         matches!(
             self,
@@ -189,10 +146,15 @@ pub struct Entry {
 
 impl Entry {
     /// The outcome a row shows for it: `prepared` is reported as `withheld`.
-    pub fn status(&self) -> &'static str {
+    /// The entry as a row's status: a prepared request is withheld until it is sent.
+    pub fn status(&self) -> RowOutcome {
         match self.phase {
-            Phase::Prepared => "withheld",
-            p => p.as_str(),
+            Phase::Prepared => RowOutcome::Withheld,
+            Phase::Submitted => RowOutcome::Submitted,
+            Phase::Acknowledged => RowOutcome::Acknowledged,
+            Phase::Completed => RowOutcome::Completed,
+            Phase::Failed => RowOutcome::Failed,
+            Phase::Stalled => RowOutcome::Stalled,
         }
     }
 

@@ -351,7 +351,7 @@ async fn attempt<S: Store>(
         report.per_move.push((
             index,
             Withhold::new(
-                DispatchReason::SubmissionUncertain,
+                EntryReason::SubmissionUncertain,
                 format!(
                     "the request {} could not be confirmed on {}; the next pass retries it",
                     entry.uuid, entry.workload

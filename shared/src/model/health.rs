@@ -6,23 +6,14 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use crate::api::core::Node;
 use crate::config::{MaintenanceTrigger, NodeHealth, TriggerMatcher};
 
-/// Ordered from best to worst, so the worst of several is the maximum.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum HealthState {
-    Clear,
-    Suspect,
-    Unknown,
-    Unhealthy,
-}
-
-impl HealthState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Clear => "Clear",
-            Self::Suspect => "Suspect",
-            Self::Unknown => "Unknown",
-            Self::Unhealthy => "Unhealthy",
-        }
+crate::named! {
+    /// Ordered from best to worst, so the worst of several is the maximum.
+    #[derive(PartialOrd, Ord)]
+    pub enum HealthState {
+        Clear,
+        Suspect,
+        Unknown,
+        Unhealthy,
     }
 }
 

@@ -24,13 +24,7 @@ pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 /// More replacement pods than this is not simulated (`RecommendationTooLarge`).
 pub const MAX_PODS: usize = 128;
 
-#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    Feasible,
-    Infeasible,
-    Unsupported,
-    Unavailable,
-}
+pub use crate::reasons::{SchedulingReason, SchedulingStatus as Status};
 
 /// The profile a simulation ran with.
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -84,7 +78,7 @@ pub struct Placement {
 #[serde(rename_all = "camelCase")]
 pub struct SimulationOutcome {
     pub status: Status,
-    pub reason: &'static str,
+    pub reason: SchedulingReason,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<Profile>,
     /// The predicted node of every pod (Feasible only).
@@ -100,7 +94,7 @@ pub struct SimulationOutcome {
 }
 
 impl SimulationOutcome {
-    fn refused(status: Status, reason: &'static str, message: String) -> SimulationOutcome {
+    fn refused(status: Status, reason: SchedulingReason, message: String) -> SimulationOutcome {
         SimulationOutcome {
             status,
             reason,
@@ -133,7 +127,7 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<S
     let Some(first) = pods.first() else {
         return Err(Box::new(SimulationOutcome::refused(
             Status::Unavailable,
-            "NoTemplates",
+            SchedulingReason::NoTemplates,
             "the Instance has no pods to take as templates".into(),
         )));
     };
@@ -141,14 +135,14 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<S
     if let Some(other) = pods.iter().map(name).find(|n| *n != scheduler) {
         return Err(Box::new(SimulationOutcome::refused(
             Status::Unavailable,
-            "MixedSchedulers",
+            SchedulingReason::MixedSchedulers,
             format!("its pods name two schedulers, {scheduler} and {other}; all must use one"),
         )));
     }
     if let Some(bound) = pods.iter().find(|p| !p.spec.node_name.is_empty()) {
         return Err(Box::new(SimulationOutcome::refused(
             Status::Unavailable,
-            "TemplateBound",
+            SchedulingReason::TemplateBound,
             format!(
                 "pod {} names its node ({}) in its template",
                 bound.name, bound.spec.node_name
@@ -163,7 +157,7 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<S
         None => {
             return Err(Box::new(SimulationOutcome::refused(
                 Status::Unavailable,
-                "ProfileNotConfigured",
+                SchedulingReason::ProfileNotConfigured,
                 format!(
                     "no scheduling profile for scheduler {scheduler}: add scheduling.profiles.{scheduler} to Alfred's configuration"
                 ),
@@ -173,7 +167,7 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<S
     if pods.len() > MAX_PODS {
         return Err(Box::new(SimulationOutcome::refused(
             Status::Unsupported,
-            "RecommendationTooLarge",
+            SchedulingReason::RecommendationTooLarge,
             format!(
                 "{} replacement pods; at most {MAX_PODS} are simulated",
                 pods.len()
@@ -185,7 +179,7 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<S
             profile: Some(profile.clone()),
             ..SimulationOutcome::refused(
                 Status::Unsupported,
-                "GangUnsupported",
+                SchedulingReason::GangUnsupported,
                 format!(
                     "the Instance has {} pods, which must be placed together, and profile {} does not simulate gangs (gangScheduling: true)",
                     pods.len(),
@@ -238,7 +232,7 @@ pub fn simulate(
             profile: Some(profile),
             ..SimulationOutcome::refused(
                 Status::Unavailable,
-                "SimulationUnavailable",
+                SchedulingReason::SimulationUnavailable,
                 "the PodGroup CRD is not installed in this cluster (no podgroups resource in any API group): gangs cannot be scheduled or simulated; install your gang scheduler's PodGroup CRD".into(),
             )
         };
@@ -246,7 +240,11 @@ pub fn simulate(
     if let Some(why) = pods.iter().find_map(|p| unsupported_volume(ctx, p)) {
         return SimulationOutcome {
             profile: Some(profile),
-            ..SimulationOutcome::refused(Status::Unsupported, "InputUnsupported", why)
+            ..SimulationOutcome::refused(
+                Status::Unsupported,
+                SchedulingReason::InputUnsupported,
+                why,
+            )
         };
     }
     let cluster: &Cluster<'_> = &ctx.cluster;
@@ -333,7 +331,7 @@ pub fn simulate(
     placements.sort_by_key(|(k, _)| *k);
     SimulationOutcome {
         status: Status::Feasible,
-        reason: "PlacementFound",
+        reason: SchedulingReason::PlacementFound,
         profile: Some(profile),
         placements: placements.into_iter().map(|(_, p)| p).collect(),
         message: String::new(),
@@ -462,7 +460,7 @@ fn infeasible(
     );
     SimulationOutcome {
         status: Status::Infeasible,
-        reason: "NoFeasiblePlacement",
+        reason: SchedulingReason::NoFeasiblePlacement,
         profile: Some(profile),
         placements: Vec::new(),
         message,

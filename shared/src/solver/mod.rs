@@ -57,22 +57,13 @@ pub enum SolveError {
     },
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Policy {
-    #[default]
-    Default,
-    Hard,
-    Soft,
-}
-
-impl Policy {
-    pub fn parse(text: &str) -> Option<Policy> {
-        match text {
-            "default" => Some(Policy::Default),
-            "hard" => Some(Policy::Hard),
-            "soft" => Some(Policy::Soft),
-            _ => None,
-        }
+crate::named! {
+    #[derive(Default)]
+    pub enum Policy {
+        #[default]
+        Default = "default",
+        Hard = "hard",
+        Soft = "soft",
     }
 }
 
@@ -407,25 +398,7 @@ impl Budget for Unlimited {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EndReason {
-    /// Every objective bucket is zero: nothing left to improve.
-    Optimal,
-    NoImprovingMove,
-    TimeLimit,
-    MoveLimit,
-}
-
-impl EndReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Optimal => "Optimal",
-            Self::NoImprovingMove => "NoImprovingMove",
-            Self::TimeLimit => "TimeLimit",
-            Self::MoveLimit => "MoveLimit",
-        }
-    }
-}
+pub use crate::reasons::EndReason;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Move {

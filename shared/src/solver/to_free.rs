@@ -12,28 +12,12 @@ use super::state::State;
 use super::term::{EPS, Effect, Term};
 use super::{ContainerId, DimId, ObjectId, SolveError};
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ToFreeFormula {
-    #[default]
-    MinimizeTotalUtilization,
-    MinimizeOccupiedContainers,
-}
-
-impl ToFreeFormula {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::MinimizeTotalUtilization => "MINIMIZE_TOTAL_UTILIZATION",
-            Self::MinimizeOccupiedContainers => "MINIMIZE_OCCUPIED_CONTAINERS",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        [
-            Self::MinimizeTotalUtilization,
-            Self::MinimizeOccupiedContainers,
-        ]
-        .into_iter()
-        .find(|f| f.as_str() == text)
+crate::named! {
+    #[derive(Default)]
+    pub enum ToFreeFormula {
+        #[default]
+        MinimizeTotalUtilization = "MINIMIZE_TOTAL_UTILIZATION",
+        MinimizeOccupiedContainers = "MINIMIZE_OCCUPIED_CONTAINERS",
     }
 }
 
