@@ -3,10 +3,10 @@
 use std::fmt::Write as _;
 
 use alfred::api::component::ComponentKind;
+use alfred::rollout::report::{RolloutReport, report};
+use alfred::rollout::strategy::Sourced;
 use alfred::rollout::{Change, classify_change};
-use alfred::rollout_report::{RolloutReport, report};
 use alfred::snapshot::Snapshot;
-use alfred::strategy::Sourced;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

@@ -19,7 +19,7 @@ use crate::input::quoted;
 use crate::migration;
 use crate::mode::{self, DeploymentMode, ModeSource};
 use crate::reasons::AdmissionCode;
-use crate::strategy::{self, OperatorDefaults, parse_percent};
+use crate::rollout::strategy::{self, OperatorDefaults, parse_percent};
 
 /// The answer to one object: refused with a message, or admitted with warnings.
 #[derive(Clone, Debug, Default, PartialEq)]

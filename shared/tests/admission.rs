@@ -251,7 +251,7 @@ mod defaulting {
     use alfred::api::lifecycle::LifecycleSpec;
     use alfred::api::runtime::RuntimeFields;
     use alfred::api::{InferenceReplica, InferenceService};
-    use alfred::strategy::OperatorDefaults;
+    use alfred::rollout::strategy::OperatorDefaults;
     use serde_json::{Value, json};
 
     fn replica(lifecycle: Option<Value>) -> Value {

@@ -4,11 +4,11 @@
 use alfred::api::component::ComponentKind;
 use alfred::api::lifecycle::UpdateStrategy;
 use alfred::api::replica::{HoldGate, InstanceStatus, RetryBlock};
+use alfred::rollout::strategy::{OperatorDefaults, ResolvedStrategy, resolve};
 use alfred::rollout::{
     Change, InstanceFacts, Mechanism, PassInput, PassPlan, PodFact, mechanism, partition_held,
     plan_pass, restart_window, staged_message,
 };
-use alfred::strategy::{OperatorDefaults, ResolvedStrategy, resolve};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 

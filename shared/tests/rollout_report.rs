@@ -2,7 +2,7 @@
 
 use alfred::config::Config;
 use alfred::model::Context;
-use alfred::rollout_report::{RolloutReport, report};
+use alfred::rollout::report::{RolloutReport, report};
 use alfred::snapshot::Snapshot;
 use serde_json::{Value, json};
 

@@ -86,7 +86,7 @@ mod forms {
     use alfred::decision::AdvisoryReason;
     use alfred::decision::eligibility::{self, Purpose};
     use alfred::rollout::Change;
-    use alfred::rollout_report;
+    use alfred::rollout::report;
     use common::World;
     use proptest::prelude::*;
     use serde_json::{Value, json};
@@ -266,7 +266,7 @@ mod forms {
             let plans: Vec<Value> = [None, Some(Change::ImagesOnly)]
                 .into_iter()
                 .map(|change| {
-                    match rollout_report::report(ctx, "team/x", Some(ComponentKind::Engine), change)
+                    match report::report(ctx, "team/x", Some(ComponentKind::Engine), change)
                     {
                         Ok(r) => serde_json::to_value(r).unwrap(),
                         Err(e) => json!(e),
@@ -339,7 +339,7 @@ mod forms {
                     .iter()
                     .filter(|r| r.row.workload == "team/x")
                     .all(|r| r.row.advisory_reason.is_some()));
-                let e = rollout_report::report(ctx, "team/x", Some(ComponentKind::Engine), None)
+                let e = report::report(ctx, "team/x", Some(ComponentKind::Engine), None)
                     .unwrap_err();
                 prop_assert!(e.contains("OMENativeObservationInvalid") && e.contains("status."), "{}", e);
                 Ok(())

@@ -2,7 +2,7 @@
 
 use alfred::api::component::ComponentKind;
 use alfred::api::lifecycle::{UpdateStrategy, UpdateStrategyType};
-use alfred::strategy::{
+use alfred::rollout::strategy::{
     BudgetArm, ComponentDefaults, OperatorDefaults, PercentError, Source, parse_percent, resolve,
     retain_revisions, revision_history_limit, scale_budget,
 };

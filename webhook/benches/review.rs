@@ -5,7 +5,7 @@
 #[path = "../examples/loadgen/shape.rs"]
 mod shape;
 
-use alfred::strategy::OperatorDefaults;
+use alfred::rollout::strategy::OperatorDefaults;
 use alfred_webhook::review::{Context, Hook, review};
 use criterion::{Criterion, criterion_group, criterion_main};
 

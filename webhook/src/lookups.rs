@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use alfred::api::isvc::RuntimeKind;
 use alfred::api::{ClusterServingRuntime, InferenceService, ServingRuntime};
-use alfred::strategy::OperatorDefaults;
+use alfred::rollout::strategy::OperatorDefaults;
 use arc_swap::ArcSwapOption;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};

@@ -11,7 +11,7 @@ use alfred::admission::{
 };
 use alfred::api::isvc::RuntimeRef;
 use alfred::api::runtime::RuntimeFields;
-use alfred::strategy::OperatorDefaults;
+use alfred::rollout::strategy::OperatorDefaults;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 

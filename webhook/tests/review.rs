@@ -1,6 +1,6 @@
 //! The review handler on AdmissionReview fixtures, as the API server sends them.
 
-use alfred::strategy::OperatorDefaults;
+use alfred::rollout::strategy::OperatorDefaults;
 use alfred_webhook::review::{Context, Found, Hook, Lookup, ReviewOutcome, review};
 use serde_json::{Value, json};
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use alfred::strategy::OperatorDefaults;
+use alfred::rollout::strategy::OperatorDefaults;
 use alfred_webhook::guard::Limits;
 use alfred_webhook::lookups::SharedDefaults;
 use alfred_webhook::metrics::Metrics;

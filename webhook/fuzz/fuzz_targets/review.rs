@@ -2,7 +2,7 @@
 //! or errs, never panics, and an answer is always an AdmissionReview with the request's uid.
 #![no_main]
 
-use alfred::strategy::OperatorDefaults;
+use alfred::rollout::strategy::OperatorDefaults;
 use alfred_webhook::review::{Context, Hook, review};
 use libfuzzer_sys::fuzz_target;
 

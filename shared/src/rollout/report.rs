@@ -10,12 +10,12 @@ use crate::api::replica::{
 };
 use crate::model::Context;
 use crate::model::cluster::Cluster;
+use crate::rollout::strategy::{self, OperatorDefaults, ResolvedStrategy, Source};
 use crate::rollout::{
     Change, InstanceFacts, Mechanism, PassInput, PodFact, plan_pass, staged_message,
 };
 use crate::simulate;
 use crate::snapshot::Snapshot;
-use crate::strategy::{self, OperatorDefaults, ResolvedStrategy, Source};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// Passes simulated at most; a rollout that needs more is reported as unfinished.

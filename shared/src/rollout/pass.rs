@@ -5,12 +5,13 @@
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
+use super::messages::{budget_reason, event_key, not_serving_clause};
+use super::strategy::{BudgetArm, PercentError, ResolvedStrategy};
 use crate::api::component::ComponentKind;
 use crate::api::lifecycle::UpdateStrategyType;
 use crate::api::replica::{
     HoldGate, InstancePhase, InstanceStatus, OperationType, RetryBlock, RetryBlockState,
 };
-use crate::strategy::{BudgetArm, PercentError, ResolvedStrategy};
 
 /// Operation steps of a surge in flight.
 const SURGE_STEPS: [&str; 3] = ["Surge", "SurgeDrain", "SurgeDrainSettle"];
@@ -185,7 +186,7 @@ fn has_update_op(row: &InstanceStatus) -> bool {
         .is_some_and(|op| op.type_ == OperationType::Update)
 }
 
-fn step_is(row: &InstanceStatus, step: &str) -> bool {
+pub(super) fn step_is(row: &InstanceStatus, step: &str) -> bool {
     row.operation.as_ref().and_then(|op| op.step.as_deref()) == Some(step)
 }
 
@@ -196,21 +197,6 @@ fn serving(row: &InstanceStatus, pods_per_instance: u32) -> bool {
 
 fn on(row: &InstanceStatus, revision: &str) -> bool {
     row.running_revision.as_deref() == Some(revision)
-}
-
-/// The key OME's events name an Instance by.
-fn event_key(component: ComponentKind, index: i32) -> String {
-    format!("component={component} instance={index}")
-}
-
-/// Instance indices as the hold texts list them: `0, 2`.
-pub fn indices(items: &[i32]) -> String {
-    let names: Vec<String> = items.iter().map(i32::to_string).collect();
-    list(&names)
-}
-
-fn list(items: &[String]) -> String {
-    items.join(", ")
 }
 
 /// The Instances the partition keeps on the prior revision: the lowest `partition` indices
@@ -437,7 +423,7 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
         )
     });
 
-    let max_unavailable = crate::strategy::scale_budget(
+    let max_unavailable = crate::rollout::strategy::scale_budget(
         input.strategy.max_unavailable.as_ref().map(|b| &b.value),
         input.desired,
     )?;
@@ -508,7 +494,7 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
                         arm,
                         budget.unwrap_or(0),
                         projected,
-                        input,
+                        input.target,
                         &rolled_not_serving,
                         &extras,
                     ),
@@ -624,62 +610,6 @@ fn settling(instance: &InstanceFacts<'_>, input: &PassInput<'_>) -> bool {
     })
 }
 
-fn not_serving_clause(target: &str, rolled_not_serving: &[i32]) -> String {
-    if rolled_not_serving.is_empty() {
-        return String::new();
-    }
-    format!(
-        "; Instance(s) {} on revision {target} not serving",
-        indices(rolled_not_serving)
-    )
-}
-
-fn budget_reason(
-    arm: BudgetArm,
-    budget: u32,
-    projected: u32,
-    input: &PassInput<'_>,
-    rolled_not_serving: &[i32],
-    extras: &[(i32, u32, Vec<&str>, Vec<&str>)],
-) -> String {
-    let mut reason = format!(
-        "per-Component {} budget {budget} exhausted (would become {projected}){}",
-        arm.as_str(),
-        not_serving_clause(input.target, rolled_not_serving)
-    );
-    let terminating: Vec<String> = extras
-        .iter()
-        .flat_map(|e| e.2.iter().map(|n| n.to_string()))
-        .collect();
-    let live: Vec<String> = extras
-        .iter()
-        .flat_map(|e| e.3.iter().map(|n| n.to_string()))
-        .collect();
-    match terminating.len() {
-        0 => {}
-        1 => reason.push_str(&format!(
-            "; Terminating pod {} still counts against the surge budget until its deletion grace elapses",
-            terminating[0]
-        )),
-        _ => reason.push_str(&format!(
-            "; Terminating pods {} still count against the surge budget until their deletion grace elapses",
-            list(&terminating)
-        )),
-    }
-    match live.len() {
-        0 => {}
-        1 => reason.push_str(&format!(
-            "; extra pod {} holds a surge slot until a start on its Instance replaces it",
-            live[0]
-        )),
-        _ => reason.push_str(&format!(
-            "; extra pods {} hold surge slots until a start on their Instance replaces them",
-            list(&live)
-        )),
-    }
-    reason
-}
-
 /// A retry block that denies a fresh start toward the target: Held, an attempt already in
 /// flight while retrying one at a time, or Backoff before its next retry.
 fn retry_denial(
@@ -711,174 +641,4 @@ fn retry_denial(
         ),
         target: Some(input.target.to_string()),
     })
-}
-
-/// What a template change does to a single-pod surge in flight (omenative-reference.md §4.1),
-/// and the `SurgeAbandoned` event it records, if any.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MidSurge {
-    /// The new pod is torn down; the row goes Ready on its running revision and the next pass
-    /// starts afresh (unless the new target is the running revision).
-    Abandon { event: String },
-    /// The source is gone: the surge finishes on its pinned revision, the newer one rolls next.
-    Finish,
-    /// Handed over (`SurgeDrain`): promote on the pinned revision, then a second update.
-    Continue,
-    /// The replacement was lost after taking over: the source returns to rotation.
-    SourceReturns { event: String },
-    /// The replacement was lost and no source stands: a fresh start at the newest target.
-    FreshStart { event: String },
-    /// A Failed row: nothing to abandon; the next attempt goes to the newest target.
-    NextAttempt,
-}
-
-/// Facts about the pods of a surge in flight.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SurgePods {
-    /// The source (old) pod still stands.
-    pub source_stands: bool,
-    /// The source pod is being deleted.
-    pub source_terminating: bool,
-    /// The replacement pod was lost.
-    pub replacement_lost: bool,
-}
-
-/// The single-pod decision when the target moves to `new_target` during a surge pinned to
-/// `pinned`.
-pub fn mid_surge(
-    component: ComponentKind,
-    row: &InstanceStatus,
-    pinned: &str,
-    new_target: &str,
-    pods: SurgePods,
-) -> MidSurge {
-    let key = event_key(component, row.index);
-    let running = row.running_revision.as_deref().unwrap_or("");
-    if row.phase == Some(InstancePhase::Failed) {
-        return MidSurge::NextAttempt;
-    }
-    if step_is(row, "Surge") {
-        if !pods.source_stands {
-            return MidSurge::Finish;
-        }
-        let event = if new_target == running {
-            format!(
-                "OMENative {key} abandoned surge to withdrawn revision {pinned}; the Instance stays on revision {running}"
-            )
-        } else {
-            format!(
-                "OMENative {key} abandoned superseded surge to {pinned}; re-surging toward {new_target}"
-            )
-        };
-        return MidSurge::Abandon { event };
-    }
-    if !pods.replacement_lost {
-        return MidSurge::Continue;
-    }
-    let lost = format!(
-        "OMENative {key} abandoned surge to withdrawn revision {pinned}: the replacement was lost after it took over serving"
-    );
-    if pods.source_stands && !pods.source_terminating {
-        MidSurge::SourceReturns {
-            event: format!(
-                "{lost} and nothing is rebuilt at it; the source returns to rotation on revision {running}"
-            ),
-        }
-    } else {
-        MidSurge::FreshStart {
-            event: format!(
-                "{lost} and no source pod stands, so the Instance re-enters as a fresh start at revision {new_target}"
-            ),
-        }
-    }
-}
-
-/// How an abandoned gang surge leaves the source (the `{reset}` of §4.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GangReset<'a> {
-    /// Back to its running revision for a fresh rollout.
-    Reset { running: &'a str },
-    /// The roll target moved away: the source returns to rotation.
-    SourceReturns { running: &'a str },
-    /// The source's pods are gone.
-    SourceGone,
-    /// The source never ran a revision.
-    NeverRan,
-}
-
-impl GangReset<'_> {
-    fn text(self) -> String {
-        match self {
-            Self::Reset { running } => {
-                format!("resetting to revision {running} for a fresh rollout")
-            }
-            Self::SourceReturns { running } => {
-                format!("the source returns to rotation on revision {running}")
-            }
-            Self::SourceGone => {
-                "the source's pods are gone and it re-enters as a fresh start at the roll target"
-                    .into()
-            }
-            Self::NeverRan => {
-                "the source never ran a revision and re-enters as a fresh start".into()
-            }
-        }
-    }
-}
-
-/// Why a gang surge was abandoned, for the `GangSurgeAbandoned` event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GangAbandon<'a> {
-    /// The replacement failed (a Warning).
-    Failed,
-    /// A newer revision superseded it.
-    Superseded,
-    /// The roll target moved off `pinned` while the replacement was short of members.
-    Withdrawn { pinned: &'a str },
-}
-
-/// The `GangSurgeAbandoned` message for a multi-pod Instance.
-pub fn gang_abandoned(
-    component: ComponentKind,
-    index: i32,
-    surge_index: i32,
-    why: GangAbandon<'_>,
-    reset: GangReset<'_>,
-) -> String {
-    let key = event_key(component, index);
-    let reset = reset.text();
-    match why {
-        GangAbandon::Failed => {
-            format!(
-                "OMENative {key} abandoned failed gang surge (surge-index={surge_index}); {reset}"
-            )
-        }
-        GangAbandon::Superseded => {
-            format!(
-                "OMENative {key} abandoned superseded gang surge (surge-index={surge_index}); {reset}"
-            )
-        }
-        GangAbandon::Withdrawn { pinned } => format!(
-            "OMENative {key} abandoned gang surge (surge-index={surge_index}): the roll target moved off revision {pinned} while the replacement gang was short of members, so nothing is rebuilt at it; {reset}"
-        ),
-    }
-}
-
-/// The Warning OME records once per Held retry block (omenative-reference.md §3.6).
-pub fn retry_held(replica: &str, component: ComponentKind, block: &RetryBlock) -> String {
-    format!(
-        "InferenceReplica {replica} component={component} update to revision {} held after {} failed attempt(s) (last failure: {}); publish a corrected revision or raise lifecycle.updateRetry limits",
-        block.target_revision,
-        block.attempts_started,
-        block.reason.as_deref().unwrap_or("unknown")
-    )
-}
-
-/// The Warning (`InPlaceUpdateNotPossible`) when the pod an in-place update was patching is
-/// gone: OME re-resolves the update to a recreate (omenative-reference.md §3.4).
-pub fn in_place_pod_lost(component: ComponentKind, index: i32, revision: &str) -> String {
-    format!(
-        "OMENative {} lost the pod its in-place update to revision {revision} was patching; recreating instead",
-        event_key(component, index)
-    )
 }
