@@ -1,20 +1,21 @@
 //! `kubectl alfred`: defragmentation, node health, drains and rollouts for OME GPU clusters.
 
+mod commands;
 mod events;
-mod explain;
 mod live;
-mod migrate;
-mod recommend;
 mod record;
 mod render;
-mod rollout;
-mod solve;
 mod source;
+mod store;
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use commands::{
+    drain, explain, journal, migrate, pools, recommend, rollout, simulate, snapshot, solve, status,
+};
 
 // Snapshots of large clusters allocate millions of small objects from several threads.
 #[global_allocator]
@@ -80,10 +81,10 @@ enum Command {
     Explain(explain::ExplainArgs),
     /// The joint plan that empties nodes of OME Instances: each Instance's targets, or why it
     /// cannot move, and whether each node empties. Exits 1 when one cannot.
-    Drain(explain::DrainArgs),
+    Drain(drain::DrainArgs),
     /// Where would this Instance's replacement land right now? Its pods run through the
     /// scheduler's filters and scores on a copy of the cluster (the old pods still running).
-    Simulate(explain::SimulateArgs),
+    Simulate(simulate::SimulateArgs),
     /// Write the live cluster as a snapshot file that any command can replay with -f.
     Snapshot,
     /// Solve an assignment problem file (-f) with the drain solver: containers, objects,
@@ -94,7 +95,7 @@ enum Command {
     Migrate(migrate::MigrateArgs),
     /// Alfred's dispatch journal: list its requests, show one, or resolve a stalled one.
     #[command(subcommand)]
-    Journal(migrate::JournalCommand),
+    Journal(journal::JournalCommand),
     /// The safety bounds as they stand: breaker, backoff, requests in flight, what the next
     /// pass may do.
     Status,
@@ -126,35 +127,17 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Pools => {
-            let input = source::load(&cli.global).await?;
-            let cluster = input.cluster();
-            let reports =
-                alfred::pools::pool_reports(&cluster, input.config.spot_policy.avoid_as_target);
-            render::pools(&reports, cli.global.output)?;
-            drop(cluster);
-            // The process ends here: freeing a large snapshot object by object would take
-            // longer than the command itself.
-            std::mem::forget(input);
-        }
-        Command::Snapshot => {
-            if cli.global.file.is_some() {
-                anyhow::bail!(
-                    "snapshot reads the live cluster; drop -f (the file already is a snapshot)"
-                );
-            }
-            let snapshot = live::read_snapshot(&cli.global).await?;
-            render::snapshot(&snapshot, cli.global.output)?;
-        }
+        Command::Pools => pools::run(&cli.global).await?,
+        Command::Snapshot => snapshot::run(&cli.global).await?,
         Command::Solve => solve::run(&cli.global)?,
         Command::Recommend(args) => recommend::run(&args, &cli.global).await?,
-        Command::Explain(args) => explain::run_explain(&args, &cli.global).await?,
-        Command::Drain(args) => explain::run_drain(&args, &cli.global).await?,
-        Command::Simulate(args) => explain::run_simulate(&args, &cli.global).await?,
+        Command::Explain(args) => explain::run(&args, &cli.global).await?,
+        Command::Drain(args) => drain::run(&args, &cli.global).await?,
+        Command::Simulate(args) => simulate::run(&args, &cli.global).await?,
         Command::Rollout(command) => rollout::run(&command, &cli.global).await?,
-        Command::Migrate(args) => migrate::run_migrate(&args, &cli.global).await?,
-        Command::Journal(command) => migrate::run_journal(&command, &cli.global).await?,
-        Command::Status => migrate::run_status(&cli.global).await?,
+        Command::Migrate(args) => migrate::run(&args, &cli.global).await?,
+        Command::Journal(command) => journal::run(&command, &cli.global).await?,
+        Command::Status => status::run(&cli.global).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use alfred::decision::Row;
+use alfred::execute::dispatch::Withhold;
 use alfred::pools::PoolReport;
 use alfred::snapshot::Snapshot;
 use anyhow::Result;
@@ -133,6 +134,22 @@ pub fn snapshot(snapshot: &Snapshot, output: Output) -> Result<()> {
     }
     eprintln!("snapshot: {} objects", snapshot.object_count());
     Ok(())
+}
+
+/// A reason code and what exactly it is about, as the execute commands print them.
+#[derive(Serialize)]
+pub struct Reasoned {
+    pub reason: String,
+    pub detail: String,
+}
+
+impl From<&Withhold> for Reasoned {
+    fn from(w: &Withhold) -> Reasoned {
+        Reasoned {
+            reason: w.reason.as_str().into(),
+            detail: w.detail.clone(),
+        }
+    }
 }
 
 /// A kubectl-style table: a header line, columns left-aligned and three spaces apart. Linear

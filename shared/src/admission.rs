@@ -29,17 +29,22 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn from(result: Result<(), String>, warnings: Vec<String>) -> Verdict {
+    fn from(result: Result<(), Denial>, warnings: Vec<String>) -> Verdict {
         Verdict {
-            denied: result.err(),
+            denied: result.err().map(|d| d.0),
             warnings,
         }
     }
 }
 
+/// Why an object is refused: the message the API server shows its author.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Denial(pub String);
+
 /// Checks one `rollingUpdate`: each budget an integer of 0 or more or a percent from 0% to
 /// 100% (`maxUnavailable` first), then, with `zero_rule`, not both zero.
-fn check_budgets(path: &str, rolling: &RollingUpdate, zero_rule: bool) -> Result<(), String> {
+fn check_budgets(path: &str, rolling: &RollingUpdate, zero_rule: bool) -> Result<(), Denial> {
     let mut zero = [false, false];
     for (i, (field, budget)) in [
         ("maxUnavailable", &rolling.max_unavailable),
@@ -51,29 +56,29 @@ fn check_budgets(path: &str, rolling: &RollingUpdate, zero_rule: bool) -> Result
         match budget {
             None => {}
             Some(IntOrString::Int(n)) if *n < 0 => {
-                return Err(format!(
+                return Err(Denial(format!(
                     "{path}.{field}={n} must be >= 0 ({})",
                     AdmissionCode::InvalidRollingUpdateInteger
-                ));
+                )));
             }
             Some(IntOrString::Int(n)) => zero[i] = *n == 0,
             Some(IntOrString::String(s)) => match parse_percent(s) {
                 Ok(p) => zero[i] = p == 0,
                 Err(e) => {
-                    return Err(format!(
+                    return Err(Denial(format!(
                         "{path}.{field}={} {e} ({})",
                         quoted(s),
                         AdmissionCode::InvalidRollingUpdatePercent
-                    ));
+                    )));
                 }
             },
         }
     }
     if zero_rule && zero == [true, true] {
-        return Err(format!(
+        return Err(Denial(format!(
             "{path}: maxSurge=0 and maxUnavailable=0 together yield an unstartable rollout ({})",
             AdmissionCode::RollingUpdateZeroBudget
-        ));
+        )));
     }
     Ok(())
 }
@@ -122,7 +127,7 @@ pub fn review_inference_service(
 fn check_inference_service(
     new: &InferenceService,
     old_annotations: Option<&BTreeMap<String, String>>,
-) -> Result<(), String> {
+) -> Result<(), Denial> {
     if new.spec.engine.is_some() && new.spec.decoder.is_some() {
         let (engine, decoder) = (
             declared_mode(new, ComponentKind::Engine),
@@ -130,12 +135,12 @@ fn check_inference_service(
         );
         let omenative = DeploymentMode::OmeNative.as_str();
         if (engine == omenative || decoder == omenative) && engine != decoder {
-            return Err(format!(
+            return Err(Denial(format!(
                 "{}: engine deploymentMode={} does not match decoder deploymentMode={}; when either is OMENative, both must use the same value",
                 AdmissionCode::InvalidDeploymentModeCombination,
                 quoted(engine),
                 quoted(decoder)
-            ));
+            )));
         }
     }
     for (kind, c) in new.spec.components() {
@@ -150,7 +155,7 @@ fn check_inference_service(
     let annotations = new.metadata.annotations.as_ref();
     let get = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
     if let Some(v) = get(keys::REVISION_HISTORY_LIMIT) {
-        annotations::revision_history_limit(v).map_err(|e| e.to_string())?;
+        annotations::revision_history_limit(v).map_err(|e| Denial(e.to_string()))?;
     }
     for (key, value) in annotations.into_iter().flatten() {
         let Some(uuid) = key.strip_prefix(keys::MIGRATION_REQUEST_PREFIX) else {
@@ -160,25 +165,25 @@ fn check_inference_service(
             continue; // unchanged: only added or changed requests are checked
         }
         if uuid.is_empty() {
-            return Err(format!(
+            return Err(Denial(format!(
                 "migration request {key}: annotation key carries no request UUID"
-            ));
+            )));
         }
         let request = migration::parse_request(value)
-            .map_err(|e| format!("migration request {uuid}: {e}"))?;
+            .map_err(|e| Denial(format!("migration request {uuid}: {e}")))?;
         let known = ComponentKind::parse(&request.component)
             .is_some_and(|k| new.spec.component(k).is_some());
         if !known {
-            return Err(format!(
+            return Err(Denial(format!(
                 "migration request {uuid}: component {} is not a component of this InferenceService",
                 quoted(&request.component)
-            ));
+            )));
         }
         if request.instance < 0 {
-            return Err(format!(
+            return Err(Denial(format!(
                 "migration request {uuid}: instance must be >= 0, got {}",
                 request.instance
-            ));
+            )));
         }
     }
     annotations::check_alfred(
@@ -187,7 +192,7 @@ fn check_inference_service(
             .flatten()
             .map(|(k, v)| (k.as_str(), v.as_str())),
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| Denial(e.to_string()))
 }
 
 /// Validates a ServingRuntime's or ClusterServingRuntime's component configs: budgets must be

@@ -27,15 +27,26 @@ pub struct MigrationRequest {
     pub requested_by: Option<String>,
 }
 
-/// Reads a request payload: the JSON error, or `UnsupportedSchemaVersion: "<v>"`.
-pub fn parse_request(payload: &str) -> Result<MigrationRequest, String> {
-    let request: MigrationRequest =
-        serde_json::from_str(payload).map_err(|e| crate::input::cut_message(&e.to_string()))?;
+/// Why a request payload is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// Not the request's JSON (the parser's message, cut).
+    #[error("{0}")]
+    Json(String),
+    #[error("{}: {}", AdmissionCode::UnsupportedSchemaVersion, quoted(.0))]
+    UnsupportedSchemaVersion(String),
+    /// Breaks one of the checks Alfred makes before sending.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Reads a request payload.
+pub fn parse_request(payload: &str) -> Result<MigrationRequest, RequestError> {
+    let request: MigrationRequest = serde_json::from_str(payload)
+        .map_err(|e| RequestError::Json(crate::input::cut_message(&e.to_string())))?;
     if request.schema_version != SCHEMA_VERSION {
-        return Err(format!(
-            "{}: {}",
-            AdmissionCode::UnsupportedSchemaVersion,
-            quoted(&request.schema_version)
+        return Err(RequestError::UnsupportedSchemaVersion(
+            request.schema_version,
         ));
     }
     Ok(request)
@@ -54,51 +65,61 @@ pub fn payload(request: &MigrationRequest) -> String {
 }
 
 /// The checks a request must pass before Alfred sends it (alfred-reference.md §3.3).
-pub fn validate_request(request: &MigrationRequest, payload: &str) -> Result<(), String> {
+pub fn validate_request(request: &MigrationRequest, payload: &str) -> Result<(), RequestError> {
     if request.schema_version != SCHEMA_VERSION {
-        return Err(format!("schemaVersion must be {SCHEMA_VERSION}"));
+        return Err(RequestError::Invalid(format!(
+            "schemaVersion must be {SCHEMA_VERSION}"
+        )));
     }
     if crate::api::component::ComponentKind::parse(&request.component).is_none() {
-        return Err(format!(
+        return Err(RequestError::Invalid(format!(
             "component {} is not engine, decoder or router",
             quoted(&request.component)
-        ));
+        )));
     }
     if request.instance < 0 {
-        return Err(format!("instance must be >= 0, got {}", request.instance));
+        return Err(RequestError::Invalid(format!(
+            "instance must be >= 0, got {}",
+            request.instance
+        )));
     }
     let from = request.from_node.as_deref().unwrap_or_default();
     if !crate::kubernetes::names::is_dns1123_subdomain(from) {
-        return Err(format!(
+        return Err(RequestError::Invalid(format!(
             "from_node {} is not a DNS-1123 subdomain",
             quoted(from)
-        ));
+        )));
     }
     if request.hint_target_nodes.len() > MAX_HINTS {
-        return Err(format!("more than {MAX_HINTS} hint target nodes"));
+        return Err(RequestError::Invalid(format!(
+            "more than {MAX_HINTS} hint target nodes"
+        )));
     }
     for (i, hint) in request.hint_target_nodes.iter().enumerate() {
         if !crate::kubernetes::names::is_dns1123_subdomain(hint) {
-            return Err(format!(
+            return Err(RequestError::Invalid(format!(
                 "hint target node {} is not a DNS-1123 subdomain",
                 quoted(hint)
-            ));
+            )));
         }
         if hint == from {
-            return Err(format!(
+            return Err(RequestError::Invalid(format!(
                 "hint target node {} is the source node",
                 quoted(hint)
-            ));
+            )));
         }
         if request.hint_target_nodes[..i].contains(hint) {
-            return Err(format!("hint target node {} is listed twice", quoted(hint)));
+            return Err(RequestError::Invalid(format!(
+                "hint target node {} is listed twice",
+                quoted(hint)
+            )));
         }
     }
     if payload.len() > MAX_PAYLOAD_BYTES {
-        return Err(format!(
+        return Err(RequestError::Invalid(format!(
             "the payload is {} bytes, more than {MAX_PAYLOAD_BYTES}",
             payload.len()
-        ));
+        )));
     }
     Ok(())
 }

@@ -464,7 +464,7 @@ impl Snapshot {
                     return Err((object(), "metadata.name".into(), CUT_SHORT.into()));
                 }
                 if let Some((path, why)) = crate::kubernetes::quantity::node_gpu_problem(&node) {
-                    return Err((object(), path, why));
+                    return Err((object(), path, why.to_string()));
                 }
                 self.nodes.push(node);
             }
@@ -482,7 +482,7 @@ impl Snapshot {
                     ));
                 }
                 if let Some((path, why)) = crate::kubernetes::quantity::pod_gpu_problem(&pod) {
-                    return Err((object(), path, why));
+                    return Err((object(), path, why.to_string()));
                 }
                 self.pods.push(pod);
             }

@@ -739,7 +739,9 @@ fn drains_plan_jointly_and_say_which_nodes_empty() {
         ..Default::default()
     };
     let err = w.with_ctx("", |ctx| {
-        alfred::decision::drain::drain(ctx, &options).unwrap_err()
+        alfred::decision::drain::drain(ctx, &options)
+            .unwrap_err()
+            .to_string()
     });
     assert!(err.contains("node nope is not in the cluster"), "{err}");
 }
@@ -752,6 +754,7 @@ fn explain_lists_every_check_and_the_pass_rows() {
     assert!(
         Selector::parse("team/a/gpu")
             .unwrap_err()
+            .to_string()
             .contains("not engine, decoder or router")
     );
     assert!(Selector::parse("team/a/engine/-1").is_err());
@@ -774,13 +777,16 @@ fn explain_lists_every_check_and_the_pass_rows() {
             e[0].recommendations[0].advisory_reason,
             Some(AdvisoryReason::OMENativeStateIneligible)
         );
-        let missing = explain(ctx, &decision, &Selector::parse("team/gone").unwrap()).unwrap_err();
+        let missing = explain(ctx, &decision, &Selector::parse("team/gone").unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(
             missing.contains("no InferenceService team/gone"),
             "{missing}"
         );
-        let no_index =
-            explain(ctx, &decision, &Selector::parse("team/a/engine/5").unwrap()).unwrap_err();
+        let no_index = explain(ctx, &decision, &Selector::parse("team/a/engine/5").unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(no_index.contains("has no Instance 5"), "{no_index}");
     });
 }

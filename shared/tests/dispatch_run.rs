@@ -15,7 +15,7 @@ use std::task::{Context as TaskContext, Poll, Waker};
 use alfred::config::Config;
 use alfred::decision::RowOutcome;
 use alfred::execute::journal::{Journal, Phase};
-use alfred::execute::run::{self, JournalDoc, Options, ServiceState, Store};
+use alfred::execute::run::{self, JournalDoc, Options, PassError, ServiceState, Store, StoreError};
 use alfred::snapshot::Snapshot;
 use common::*;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -186,7 +186,7 @@ impl Future for YieldOnce {
 }
 
 impl Store for Handle {
-    async fn observe(&mut self) -> Result<(Snapshot, Timestamp), String> {
+    async fn observe(&mut self) -> Result<(Snapshot, Timestamp), StoreError> {
         YieldOnce(false).await;
         let mut c = self.0.borrow_mut();
         let text = json!({"apiVersion": "v1", "kind": "List", "items": c.world.items}).to_string();
@@ -199,7 +199,7 @@ impl Store for Handle {
         Ok(read)
     }
 
-    async fn read_journal(&mut self) -> Result<JournalDoc, String> {
+    async fn read_journal(&mut self) -> Result<JournalDoc, StoreError> {
         YieldOnce(false).await;
         Ok(self.0.borrow().journal.clone())
     }
@@ -209,12 +209,12 @@ impl Store for Handle {
         version: &str,
         state: &str,
         breaker: &str,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, StoreError> {
         YieldOnce(false).await;
         let mut c = self.0.borrow_mut();
         let failure = c.mutation().err();
         if failure == Some(false) {
-            return Err("injected failure before the write".into());
+            return Err(injected("before the write"));
         }
         if c.journal.version != version {
             return Ok(None);
@@ -232,7 +232,7 @@ impl Store for Handle {
             None => {}
         }
         match failure {
-            Some(_) => Err("injected failure after the write".into()),
+            Some(_) => Err(injected("after the write")),
             None => Ok(Some(next)),
         }
     }
@@ -242,7 +242,7 @@ impl Store for Handle {
         namespace: &str,
         name: &str,
         uuid: &str,
-    ) -> Result<Option<ServiceState>, String> {
+    ) -> Result<Option<ServiceState>, StoreError> {
         YieldOnce(false).await;
         let mut c = self.0.borrow_mut();
         Ok(c.isvc(namespace, name).map(|i| ServiceState {
@@ -262,16 +262,18 @@ impl Store for Handle {
         namespace: &str,
         name: &str,
         patch: &json_patch::Patch,
-    ) -> Result<(), String> {
+    ) -> Result<(), StoreError> {
         YieldOnce(false).await;
         let mut c = self.0.borrow_mut();
         let failure = c.mutation().err();
         if failure == Some(false) {
-            return Err("injected failure before the patch".into());
+            return Err(injected("before the patch"));
         }
-        let isvc = c.isvc(namespace, name).ok_or("not found")?;
+        let isvc = c
+            .isvc(namespace, name)
+            .ok_or_else(|| injected("not found"))?;
         let mut updated = isvc.clone();
-        json_patch::patch(&mut updated, patch).map_err(|e| e.to_string())?;
+        json_patch::patch(&mut updated, patch).map_err(|e| injected(&e.to_string()))?;
         bump(&mut updated);
         *isvc = updated.clone();
         for key in updated["metadata"]["annotations"]
@@ -284,7 +286,7 @@ impl Store for Handle {
             }
         }
         match failure {
-            Some(_) => Err("injected failure after the patch".into()),
+            Some(_) => Err(injected("after the patch")),
             None => Ok(()),
         }
     }
@@ -293,6 +295,14 @@ impl Store for Handle {
         let mut c = self.0.borrow_mut();
         c.uuids += 1;
         format!("00000000-0000-4000-8000-{:012x}", c.uuids)
+    }
+}
+
+/// A failure the test store injects, as a client's error.
+fn injected(cause: &str) -> StoreError {
+    StoreError::Call {
+        action: "the test store".into(),
+        cause: format!("injected failure {cause}"),
     }
 }
 
@@ -339,7 +349,7 @@ fn config() -> Config {
     Config::parse(EXEC).unwrap()
 }
 
-fn pass(h: &Handle, dry_run: bool) -> Result<run::Report, String> {
+fn pass(h: &Handle, dry_run: bool) -> Result<run::Report, PassError> {
     let mut store = h.clone();
     block_on(async move { run::run_pass(&mut store, &config(), Options { dry_run }).await })
 }
@@ -578,7 +588,7 @@ proptest! {
         let (mut s1, mut s2) = (h.clone(), h.clone());
         let config = config();
         let ome = h.clone();
-        let futures: Vec<Task<'_, Option<Result<run::Report, String>>>> = vec![
+        let futures: Vec<Task<'_, Option<Result<run::Report, PassError>>>> = vec![
             Box::pin(async { Some(run::run_pass(&mut s1, &config, Options::default()).await) }),
             Box::pin(async { Some(run::run_pass(&mut s2, &config, Options::default()).await) }),
             // OME takes requests at any moment.
@@ -590,7 +600,7 @@ proptest! {
                 None
             }),
         ];
-        let results: Vec<Result<run::Report, String>> =
+        let results: Vec<Result<run::Report, PassError>> =
             run_interleaved(futures, &schedule).into_iter().flatten().collect();
         let sent: Vec<String> = results
             .iter()

@@ -1526,7 +1526,7 @@ fn a_request_off_the_wire_contract_is_never_sent() {
     let bad = |f: &dyn Fn(&mut MigrationRequest)| {
         let mut r = ok.clone();
         f(&mut r);
-        validate_request(&r, &wire(&r)).unwrap_err()
+        validate_request(&r, &wire(&r)).unwrap_err().to_string()
     };
     assert!(bad(&|r| r.component = "worker".into()).contains("component"));
     assert!(bad(&|r| r.instance = -1).contains("instance"));

@@ -198,7 +198,7 @@ fn mechanisms() {
         Ok(Mechanism::InPlace)
     );
     assert_eq!(
-        mechanism(e, &single, InPlaceOnly, 1, Change::Other),
+        mechanism(e, &single, InPlaceOnly, 1, Change::Other).map_err(|r| r.to_string()),
         Err("OMENative component=engine instance=0 rejected update: InPlaceOnly strategy but diff exceeds container images".into())
     );
     // A leader and workers always recreate under the in-place strategies.

@@ -202,7 +202,7 @@ fn a_bad_budget_names_where_it_is_written() {
         let ctx = Context::build(&snapshot, &config, "2026-09-28T10:15:00Z".parse().unwrap());
         match report(&ctx, "prod/chat", None, None) {
             Ok(_) => panic!("a bad budget was planned with"),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         }
     };
     let in_isvc = error(json!([

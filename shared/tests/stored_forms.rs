@@ -266,10 +266,9 @@ mod forms {
             let plans: Vec<Value> = [None, Some(Change::ImagesOnly)]
                 .into_iter()
                 .map(|change| {
-                    match report::report(ctx, "team/x", Some(ComponentKind::Engine), change)
-                    {
+                    match report::report(ctx, "team/x", Some(ComponentKind::Engine), change) {
                         Ok(r) => serde_json::to_value(r).unwrap(),
-                        Err(e) => json!(e),
+                        Err(e) => json!(e.to_string()),
                     }
                 })
                 .collect();
@@ -340,7 +339,8 @@ mod forms {
                     .filter(|r| r.row.workload == "team/x")
                     .all(|r| r.row.advisory_reason.is_some()));
                 let e = report::report(ctx, "team/x", Some(ComponentKind::Engine), None)
-                    .unwrap_err();
+                    .unwrap_err()
+                    .to_string();
                 prop_assert!(e.contains("OMENativeObservationInvalid") && e.contains("status."), "{}", e);
                 Ok(())
             })?;

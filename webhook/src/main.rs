@@ -115,7 +115,7 @@ enum LogFormat {
 
 /// A duration in Go syntax (`10s`, `500ms`, `2m`), as the chart writes them.
 fn go_duration(text: &str) -> Result<Duration, String> {
-    let d = alfred::kubernetes::duration::parse_go_duration(text)?;
+    let d = alfred::kubernetes::duration::parse_go_duration(text).map_err(|e| e.to_string())?;
     Duration::try_from(d).map_err(|_| format!("{text:?} is negative; give a duration of 0 or more"))
 }
 

@@ -143,19 +143,17 @@ impl InferenceReplicaStatus {
 /// Parses an index set (`0-3,5,9-12`) into its inclusive ranges: each term a decimal index
 /// without leading zeros or `first-last` with first < last, terms strictly ascending, disjoint
 /// and not adjacent. More than `limit` indexes in all is an error (checked before expanding).
-pub fn parse_index_set(text: &str, limit: usize) -> Result<Vec<(i32, i32)>, String> {
-    fn index(term: &str) -> Result<i32, String> {
+pub fn parse_index_set(text: &str, limit: usize) -> Result<Vec<(i32, i32)>, IndexSetError> {
+    fn index(term: &str) -> Result<i32, IndexSetError> {
         let digits = !term.is_empty() && term.bytes().all(|b| b.is_ascii_digit());
         if !digits || (term.len() > 1 && term.starts_with('0')) {
-            return Err(format!(
-                "{term:?} is not an index (a decimal number without leading zeros)"
-            ));
+            return Err(IndexSetError::NotAnIndex(term.to_string()));
         }
         term.parse::<i32>()
-            .map_err(|_| format!("{term:?} is larger than an Instance index can be"))
+            .map_err(|_| IndexSetError::TooLarge(term.to_string()))
     }
     if text.is_empty() {
-        return Err("an index set may not be empty".into());
+        return Err(IndexSetError::Empty);
     }
     let mut ranges: Vec<(i32, i32)> = Vec::new();
     let mut count = 0usize;
@@ -164,9 +162,7 @@ pub fn parse_index_set(text: &str, limit: usize) -> Result<Vec<(i32, i32)>, Stri
             Some((a, b)) => {
                 let (a, b) = (index(a)?, index(b)?);
                 if a >= b {
-                    return Err(format!(
-                        "range {term:?} must run from a lower to a higher index"
-                    ));
+                    return Err(IndexSetError::Descending(term.to_string()));
                 }
                 (a, b)
             }
@@ -178,17 +174,35 @@ pub fn parse_index_set(text: &str, limit: usize) -> Result<Vec<(i32, i32)>, Stri
         if let Some(&(_, prev)) = ranges.last()
             && i64::from(first) <= i64::from(prev) + 1
         {
-            return Err(format!(
-                "{term:?} follows index {prev}: terms must be ascending, disjoint and not adjacent"
-            ));
+            return Err(IndexSetError::OutOfOrder {
+                term: term.to_string(),
+                prev,
+            });
         }
         count += (last - first) as usize + 1;
         if count > limit {
-            return Err(format!("names more than {limit} Instances"));
+            return Err(IndexSetError::TooMany { limit });
         }
         ranges.push((first, last));
     }
     Ok(ranges)
+}
+
+/// Why an index set is malformed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IndexSetError {
+    #[error("an index set may not be empty")]
+    Empty,
+    #[error("{0:?} is not an index (a decimal number without leading zeros)")]
+    NotAnIndex(String),
+    #[error("{0:?} is larger than an Instance index can be")]
+    TooLarge(String),
+    #[error("range {0:?} must run from a lower to a higher index")]
+    Descending(String),
+    #[error("{term:?} follows index {prev}: terms must be ascending, disjoint and not adjacent")]
+    OutOfOrder { term: String, prev: i32 },
+    #[error("names more than {limit} Instances")]
+    TooMany { limit: usize },
 }
 
 fn expand(ranges: &[(i32, i32)]) -> impl Iterator<Item = i32> + '_ {
@@ -204,7 +218,7 @@ impl Members {
     /// The row positions an index set names, each checked to be a member.
     fn positions(&self, field: &str, text: &str) -> Result<Vec<usize>, RowsError> {
         let field = format!("instanceStatusColumns.{field}");
-        let ranges = parse_index_set(text, MAX_ROWS).map_err(|m| invalid(&field, m))?;
+        let ranges = parse_index_set(text, MAX_ROWS).map_err(|m| invalid(&field, m.to_string()))?;
         expand(&ranges)
             .map(|i| {
                 self.position.get(&i).copied().ok_or_else(|| {
@@ -269,7 +283,7 @@ impl InstanceStatusColumns {
     /// The rows, in stored order.
     pub fn decode(&self) -> Result<Vec<InstanceStatus>, RowsError> {
         let ranges = parse_index_set(&self.members, MAX_ROWS)
-            .map_err(|m| invalid("instanceStatusColumns.members", m))?;
+            .map_err(|m| invalid("instanceStatusColumns.members", m.to_string()))?;
         let members = Members {
             position: expand(&ranges).enumerate().map(|(p, i)| (i, p)).collect(),
         };

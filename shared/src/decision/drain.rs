@@ -3,9 +3,9 @@
 
 use serde::Serialize;
 
-use super::AdvisoryReason;
 use super::eligibility::{self, Purpose};
 use super::joint::{self, JointOptions};
+use super::{AdvisoryReason, NotFound};
 use crate::api::component::ComponentKind;
 use crate::mode::DeploymentMode;
 use crate::model::context::Context;
@@ -65,13 +65,13 @@ pub struct DrainOptions {
     pub goal: Option<ToFreeFormula>,
 }
 
-pub fn drain(ctx: &Context<'_>, options: &DrainOptions) -> Result<DrainReport, String> {
+pub fn drain(ctx: &Context<'_>, options: &DrainOptions) -> Result<DrainReport, NotFound> {
     let cluster = &ctx.cluster;
     let mut listed: Vec<usize> = Vec::new();
     for name in &options.nodes {
-        let n = cluster.node_index(name).ok_or_else(|| {
-            format!("node {name} is not in the cluster (kubectl get nodes lists them)")
-        })?;
+        let n = cluster
+            .node_index(name)
+            .ok_or_else(|| NotFound::Node(name.clone()))?;
         if !listed.contains(&n) {
             listed.push(n);
         }

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::eligibility::{self, Purpose};
-use super::{AdvisoryReason, Decision, Row, surge};
+use super::{AdvisoryReason, Decision, NotFound, Row, surge};
 use crate::api::component::ComponentKind;
 use crate::mode::DeploymentMode;
 use crate::model::context::Context;
@@ -20,31 +20,48 @@ pub struct Selector {
 }
 
 impl Selector {
-    pub fn parse(text: &str) -> Result<Selector, String> {
-        let usage = "use NAMESPACE/NAME[/COMPONENT[/INSTANCE]], such as chat/llama/engine/0";
+    pub fn parse(text: &str) -> Result<Selector, SelectorError> {
         let parts: Vec<&str> = text.split('/').collect();
         if parts.len() < 2 || parts.len() > 4 || parts.iter().any(|p| p.is_empty()) {
-            return Err(format!("{text:?} names no Instance: {usage}"));
+            return Err(SelectorError::Shape(text.to_string()));
         }
         let component = match parts.get(2) {
             None => None,
-            Some(c) => Some(ComponentKind::parse(c).ok_or_else(|| {
-                format!("{text:?}: component {c:?} is not engine, decoder or router")
+            Some(c) => Some(
+                ComponentKind::parse(c).ok_or_else(|| SelectorError::Component {
+                    text: text.to_string(),
+                    component: c.to_string(),
+                })?,
+            ),
+        };
+        let instance = match parts.get(3) {
+            None => None,
+            Some(i) => Some(i.parse::<i32>().ok().filter(|i| *i >= 0).ok_or_else(|| {
+                SelectorError::Instance {
+                    text: text.to_string(),
+                    instance: i.to_string(),
+                }
             })?),
         };
-        let instance =
-            match parts.get(3) {
-                None => None,
-                Some(i) => Some(i.parse::<i32>().ok().filter(|i| *i >= 0).ok_or_else(|| {
-                    format!("{text:?}: instance {i:?} is not an index (0, 1, ...)")
-                })?),
-            };
         Ok(Selector {
             workload: format!("{}/{}", parts[0], parts[1]),
             component,
             instance,
         })
     }
+}
+
+/// A selector that names no Instance; the message shows the form to use.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error(
+        "{0:?} names no Instance: use NAMESPACE/NAME[/COMPONENT[/INSTANCE]], such as chat/llama/engine/0"
+    )]
+    Shape(String),
+    #[error("{text:?}: component {component:?} is not engine, decoder or router")]
+    Component { text: String, component: String },
+    #[error("{text:?}: instance {instance:?} is not an index (0, 1, ...)")]
+    Instance { text: String, instance: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -97,14 +114,11 @@ pub fn explain(
     ctx: &Context<'_>,
     decision: &Decision,
     selector: &Selector,
-) -> Result<Vec<Explanation>, String> {
+) -> Result<Vec<Explanation>, NotFound> {
     let cluster = &ctx.cluster;
-    let workload = cluster.workload(&selector.workload).ok_or_else(|| {
-        format!(
-            "no InferenceService {} in the cluster (kubectl get inferenceservices -A lists them)",
-            selector.workload
-        )
-    })?;
+    let workload = cluster
+        .workload(&selector.workload)
+        .ok_or_else(|| NotFound::Workload(selector.workload.clone()))?;
     let mut out = Vec::new();
     let mut components = 0;
     // Built on the first Instance that is simulated, then shared by the rest.
@@ -124,16 +138,18 @@ pub fn explain(
         }
     }
     if components == 0 {
-        return Err(format!(
-            "{} has no {} component",
-            selector.workload,
-            selector.component.map_or("", |k| k.as_str())
-        ));
+        return Err(NotFound::Component {
+            workload: selector.workload.clone(),
+            component: selector.component.map_or("", |k| k.as_str()),
+        });
     }
     if out.is_empty() {
         return Err(match selector.instance {
-            Some(i) => format!("{} has no Instance {i}", selector.workload),
-            None => format!("{} has no Instances running", selector.workload),
+            Some(index) => NotFound::Instance {
+                workload: selector.workload.clone(),
+                index,
+            },
+            None => NotFound::NoInstances(selector.workload.clone()),
         });
     }
     Ok(out)
@@ -212,7 +228,7 @@ fn explain_instance(
                             format!("its new pods fit on {} while the old ones run", to.join(", ")),
                         )
                     }
-                    Err(why) => (false, Some(AdvisoryReason::NoSurgeHeadroom), why),
+                    Err(why) => (false, Some(AdvisoryReason::NoSurgeHeadroom), why.to_string()),
                 }
             };
             checks.push(CheckLine {

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::surge::{self, SurgePlan};
+use super::surge::{self, NoRoom, SurgePlan};
 use crate::model::context::Context;
 use crate::solver::{
     CapacitySpec, Options, Policy, Problem, Spec, ToFreeFormula, ToFreeSpec, Unlimited, solve,
@@ -32,25 +32,19 @@ pub struct JointOptions {
     pub goal: Option<ToFreeFormula>,
 }
 
-/// Why an Instance has no plan when planned jointly.
-pub const TAKEN: &str =
-    "the free GPUs it needs are taken by the other moves planned off the same nodes";
-pub const STAYS: &str =
-    "the plan leaves it in place: there is room to empty other nodes wholly, not this one too";
-
 /// Plans the Instances' moves together; one result per Instance, in the given order.
 pub fn plan_together(
     ctx: &Context<'_>,
     instances: &[usize],
     options: &JointOptions,
-) -> Vec<Result<SurgePlan, String>> {
-    let mut results: Vec<Option<Result<SurgePlan, String>>> = vec![None; instances.len()];
+) -> Vec<Result<SurgePlan, NoRoom>> {
+    let mut results: Vec<Option<Result<SurgePlan, NoRoom>>> = vec![None; instances.len()];
     // Pools never share GPUs: plan each apart.
     let mut by_pool: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (k, &i) in instances.iter().enumerate() {
         match ctx.cluster.instances[i].pool.as_deref() {
             Some(pool) => by_pool.entry(pool.to_string()).or_default().push(k),
-            None => results[k] = Some(Err("its GPU pods are not all in one pool".into())),
+            None => results[k] = Some(Err(NoRoom::SplitPools)),
         }
     }
     for members in by_pool.values() {
@@ -84,7 +78,7 @@ pub fn plan_together(
                 for k in active.drain(..) {
                     results[k] = Some(match &solved[&k] {
                         Placed::Whole(plan) => Ok(plan.clone()),
-                        _ => Err(STAYS.into()),
+                        _ => Err(NoRoom::Stays),
                     });
                 }
                 break;
@@ -99,7 +93,7 @@ pub fn plan_together(
                     )
                 })
                 .expect("non-empty");
-            results[worst] = Some(Err(TAKEN.into()));
+            results[worst] = Some(Err(NoRoom::Taken));
             active.retain(|&k| k != worst);
         }
     }

@@ -55,6 +55,24 @@ crate::named! {
 
 crate::serde_by_name!(PolicyName, RowOutcome);
 
+/// What a command named and the cluster does not hold.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotFound {
+    #[error("no InferenceService {0} in the cluster (kubectl get inferenceservices -A lists them)")]
+    Workload(String),
+    #[error("{workload} has no {component} component")]
+    Component {
+        workload: String,
+        component: &'static str,
+    },
+    #[error("{workload} has no Instance {index}")]
+    Instance { workload: String, index: i32 },
+    #[error("{0} has no Instances running")]
+    NoInstances(String),
+    #[error("node {0} is not in the cluster (kubectl get nodes lists them)")]
+    Node(String),
+}
+
 fn is_false(b: &bool) -> bool {
     !b
 }
@@ -135,6 +153,25 @@ impl Row {
             .map(|r| r.as_str())
             .or(self.reject_reason.map(|r| r.as_str()))
             .or(self.advisory_reason.map(|r| r.as_str()))
+    }
+
+    /// The row as the arbiter refused it.
+    pub fn reject(&mut self, reason: crate::reasons::ArbiterReason) {
+        self.outcome = RowOutcome::Rejected;
+        self.reject_reason = Some(reason);
+    }
+
+    /// The row as the dispatcher left it: withheld, sent, or its request's state, with why.
+    pub fn dispatch(
+        &mut self,
+        outcome: RowOutcome,
+        reason: Option<crate::reasons::DispatchReason>,
+        request_uuid: Option<String>,
+    ) {
+        self.outcome = outcome;
+        self.dispatch_status = Some(outcome);
+        self.dispatch_reason = reason;
+        self.request_uuid = request_uuid;
     }
 
     /// A row in its first state: advisory, nothing dispatched.

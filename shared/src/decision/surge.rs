@@ -77,11 +77,11 @@ pub fn targets(ctx: &Context<'_>, instance: usize, exclude: &[usize], limit: usi
 
 /// Plans the move greedily: each pod, largest first, onto the first target with room left.
 /// Err names the pod that fits nowhere.
-pub fn plan(ctx: &Context<'_>, instance: usize, exclude: &[usize]) -> Result<SurgePlan, String> {
+pub fn plan(ctx: &Context<'_>, instance: usize, exclude: &[usize]) -> Result<SurgePlan, NoRoom> {
     let cluster = &ctx.cluster;
     let inst = &cluster.instances[instance];
     if inst.pool.is_none() {
-        return Err("its GPU pods are not all in one pool".into());
+        return Err(NoRoom::SplitPools);
     }
     let mut more = candidates(ctx, instance, exclude);
     let mut scanned: Vec<(usize, i64)> = Vec::new();
@@ -113,26 +113,51 @@ pub fn plan(ctx: &Context<'_>, instance: usize, exclude: &[usize]) -> Result<Sur
     })
 }
 
+/// Why an Instance's pods have no room to move to.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoRoom {
+    #[error("its GPU pods are not all in one pool")]
+    SplitPools,
+    #[error(
+        "no other node of pool {pool} can take its pods (each must take new pods, reach the model and have {gpus} free GPUs)"
+    )]
+    NoTarget { pool: String, gpus: i64 },
+    #[error(
+        "its pod {pod} needs {gpus} GPUs while the old pods still run, and no node left has that many free (most free: {most_free})"
+    )]
+    TooLittleFree {
+        pod: String,
+        gpus: i64,
+        most_free: i64,
+    },
+    /// Planned jointly: the moves off the same nodes took the room.
+    #[error("the free GPUs it needs are taken by the other moves planned off the same nodes")]
+    Taken,
+    /// Planned jointly: emptying other nodes wholly leaves it in place.
+    #[error(
+        "the plan leaves it in place: there is room to empty other nodes wholly, not this one too"
+    )]
+    Stays,
+}
+
 /// Why pod `p` of the Instance fits on none of the targets.
-pub fn no_room(ctx: &Context<'_>, instance: usize, p: usize, targets: &[usize]) -> String {
+pub fn no_room(ctx: &Context<'_>, instance: usize, p: usize, targets: &[usize]) -> NoRoom {
     let cluster = &ctx.cluster;
     let pod = &cluster.pods[p];
     let inst = &cluster.instances[instance];
     if targets.is_empty() {
-        return format!(
-            "no other node of pool {} can take its pods (each must take new pods, reach the model and have {} free GPUs)",
-            inst.pool.as_deref().unwrap_or("-"),
-            pod.gpus
-        );
+        return NoRoom::NoTarget {
+            pool: inst.pool.as_deref().unwrap_or("-").to_string(),
+            gpus: pod.gpus,
+        };
     }
-    format!(
-        "its pod {} needs {} GPUs while the old pods still run, and no node left has that many free (most free: {})",
-        pod.name,
-        pod.gpus,
-        targets
+    NoRoom::TooLittleFree {
+        pod: pod.name.to_string(),
+        gpus: pod.gpus,
+        most_free: targets
             .iter()
             .map(|&n| cluster.nodes[n].gpu_free)
             .max()
-            .unwrap_or(0)
-    )
+            .unwrap_or(0),
+    }
 }

@@ -6,6 +6,8 @@
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use super::journal::JournalError;
+
 pub const KEY: &str = "breaker.json";
 pub const WINDOW: usize = 10;
 pub const MIN_SAMPLES: usize = 4;
@@ -29,16 +31,17 @@ pub struct Breaker {
 
 impl Breaker {
     /// Reads `breaker.json` strictly (absent means a closed breaker with no history).
-    pub fn load(text: Option<&str>) -> Result<Breaker, String> {
+    pub fn load(text: Option<&str>) -> Result<Breaker, JournalError> {
         let Some(text) = text else {
             return Ok(Breaker::default());
         };
-        let b: Breaker = serde_json::from_str(text).map_err(|e| format!("{KEY}: {e}"))?;
+        let b: Breaker =
+            serde_json::from_str(text).map_err(|e| JournalError(format!("{KEY}: {e}")))?;
         if b.outcomes.len() > WINDOW {
-            return Err(format!(
+            return Err(JournalError(format!(
                 "{KEY}: {} outcomes, more than the {WINDOW} kept",
                 b.outcomes.len()
-            ));
+            )));
         }
         Ok(b)
     }

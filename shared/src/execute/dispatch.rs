@@ -7,15 +7,14 @@ use sha2::{Digest, Sha256};
 
 use super::arbiter::{self, Admission, DispatchHistory, Verdict};
 use super::breaker::Breaker;
-use super::journal::{Entry, EntryReason, Journal, JournalError, Phase, WorkloadRef};
+use super::journal::{Entry, Journal, JournalError, Phase};
 use super::reconcile::{self, Timing, Transition};
 use crate::annotations;
 use crate::api::keys;
 use crate::config::{Config, OperatingMode};
 use crate::decision::{self, Decision, PolicyName, Recommendation, Row, RowOutcome};
-use crate::migration::{self, MigrationRequest};
+use crate::migration;
 use crate::model::Context;
-use crate::simulate::{self, Status};
 use crate::snapshot::Snapshot;
 
 /// The longest a dispatch pass may run. A `prepared` request attempted less than this long ago
@@ -23,6 +22,7 @@ use crate::snapshot::Snapshot;
 pub const PASS_DEADLINE: k8s_openapi::jiff::SignedDuration =
     k8s_openapi::jiff::SignedDuration::from_secs(30);
 
+pub use super::recheck::{Prepared, preflight};
 pub use crate::reasons::DispatchReason;
 
 /// A reason and what exactly it is about.
@@ -162,7 +162,11 @@ pub fn plan(ctx: &Context<'_>, state: Option<&str>, breaker: Option<&str>) -> Pl
 
 /// The journal's dispatches as the arbiter counts them; a prepared request being retried is
 /// the move itself, not something in its way.
-fn history(ctx: &Context<'_>, journal: &Journal, retry: Option<&str>) -> DispatchHistory {
+pub(super) fn history(
+    ctx: &Context<'_>,
+    journal: &Journal,
+    retry: Option<&str>,
+) -> DispatchHistory {
     let mut history = DispatchHistory::from_journal(journal, ctx);
     history
         .dispatches
@@ -180,7 +184,7 @@ fn load_and_reconcile(
         None => Journal::new(),
         Some(text) => Journal::load(text)?,
     };
-    let mut breaker = Breaker::load(breaker).map_err(JournalError)?;
+    let mut breaker = Breaker::load(breaker)?;
     let timing = Timing {
         now: ctx.now(),
         acknowledgement_timeout: ctx.config.migration.acknowledgement_timeout,
@@ -299,244 +303,6 @@ pub fn fingerprint(ctx: &Context<'_>, instance: usize) -> String {
         .collect()
 }
 
-/// A move that passed every re-check: the entry to journal and the patch to send.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Prepared {
-    /// Index of the recommendation in the fresh plan.
-    pub recommendation: usize,
-    pub entry: Entry,
-    /// The InferenceService's resourceVersion the patch tests.
-    pub resource_version: String,
-    pub has_annotations: bool,
-}
-
-/// The identity of a row across passes (alfred-reference.md §3.1).
-fn same_move(a: &Row, b: &Row) -> bool {
-    (
-        a.policy,
-        &a.workload,
-        a.component,
-        a.instance,
-        &a.from_node,
-        a.reason,
-    ) == (
-        b.policy,
-        &b.workload,
-        b.component,
-        b.instance,
-        &b.from_node,
-        b.reason,
-    )
-}
-
-/// Re-checks a move chosen on an earlier read against a fresh read (`fresh`, `ctx`): the policy
-/// still produces it, the arbiter still admits it, its source is unchanged, and the simulation
-/// places every pod on an allowed, ready target outside its cooldown.
-pub fn preflight(
-    chosen: &Recommendation,
-    chosen_fingerprint: &str,
-    ctx: &Context<'_>,
-    fresh: &Plan,
-    uuid: &str,
-) -> Result<Prepared, Withhold> {
-    let cluster = &ctx.cluster;
-    let now = ctx.now();
-    let Some(index) = fresh
-        .decision
-        .recommendations
-        .iter()
-        .position(|r| same_move(&r.row, &chosen.row) && r.executable())
-    else {
-        return Err(Withhold::new(
-            DispatchReason::PolicyNoLongerEligible,
-            "on a fresh read the policies no longer produce this move",
-        ));
-    };
-    let rec = &fresh.decision.recommendations[index];
-    match fresh.verdicts.iter().find(|v| v.recommendation == index) {
-        Some(Verdict { result: Ok(_), .. }) => {}
-        Some(Verdict {
-            result: Err(rejection),
-            ..
-        }) => {
-            return Err(Withhold::new(
-                DispatchReason::Arbiter(rejection.reason),
-                rejection.detail.clone(),
-            ));
-        }
-        None => {
-            return Err(Withhold::new(
-                DispatchReason::PolicyNoLongerEligible,
-                "the arbiter no longer considers this move",
-            ));
-        }
-    }
-    // One at a time: nothing while any request in the cluster waits or runs.
-    let ours_unresolved = fresh.journal.as_ref().map_or(0, |s| {
-        s.journal
-            .unresolved()
-            .filter(|e| Some(e.uuid.as_str()) != fresh.retry.as_deref())
-            .count()
-    });
-    if let Some(m) = cluster.migrations.first() {
-        return Err(Withhold::new(
-            DispatchReason::Arbiter(arbiter::ArbiterReason::InFlightCap),
-            format!(
-                "migration {} of {} is {}; Alfred sends one request at a time, when none is waiting or in progress",
-                m.uuid,
-                m.workload,
-                m.phase
-                    .map_or("waiting for OME".to_string(), |p| format!("{p:?}"))
-            ),
-        ));
-    }
-    if ours_unresolved > 0 {
-        return Err(Withhold::new(
-            DispatchReason::UnresolvedRequest,
-            "a request of Alfred's is unresolved",
-        ));
-    }
-    let row = &rec.row;
-    let Some(instance) = cluster.instance_of(&row.workload, row.component, row.instance) else {
-        return Err(Withhold::new(
-            DispatchReason::PolicyNoLongerEligible,
-            "the Instance is gone",
-        ));
-    };
-    if fingerprint(ctx, instance) != chosen_fingerprint {
-        return Err(Withhold::new(
-            DispatchReason::SourceChanged,
-            "the InferenceService, its InferenceReplica or the Instance's pods changed since the move was planned",
-        ));
-    }
-    let component = &cluster.components[cluster.instances[instance].component];
-    let workload = &cluster.workloads[component.workload];
-    let Some(replica) = component.replica else {
-        return Err(Withhold::new(
-            DispatchReason::SourceUnsupported,
-            "no InferenceReplica serves the component",
-        ));
-    };
-    let exclude: Vec<usize> = cluster.node_index(&row.from_node).into_iter().collect();
-    let outcome = simulate::simulate(
-        ctx,
-        &simulate::Ledger::new(cluster),
-        &simulate::instance_pods(cluster, instance),
-        &exclude,
-    );
-    // No profile fits the pods (alfred-policies.md "Simulation"): the source is unsupported.
-    if matches!(outcome.status, Status::Unsupported | Status::Unavailable) {
-        return Err(Withhold::new(
-            DispatchReason::SourceUnsupported,
-            format!(
-                "simulation: {:?}/{}: {}",
-                outcome.status, outcome.reason, outcome.message
-            ),
-        ));
-    }
-    if outcome.status != Status::Feasible {
-        return Err(Withhold::new(
-            DispatchReason::SimulationNotFeasible,
-            format!(
-                "simulation: {:?}/{}: {}",
-                outcome.status, outcome.reason, outcome.message
-            ),
-        ));
-    }
-    let history = match &fresh.journal {
-        Ok(s) => history(ctx, &s.journal, fresh.retry.as_deref()),
-        Err(e) => {
-            return Err(Withhold::new(
-                DispatchReason::JournalUnavailable,
-                e.to_string(),
-            ));
-        }
-    };
-    let node_window =
-        k8s_openapi::jiff::SignedDuration::from_mins(ctx.config.per_node_cooldown_minutes);
-    let mut targets: Vec<String> = Vec::new();
-    for p in &outcome.placements {
-        let allowed = rec.placement_targets.contains(&p.node);
-        let safe = cluster
-            .node(&p.node)
-            .is_some_and(|n| n.ready && !n.unavailable_as_target());
-        if !allowed || !safe {
-            return Err(Withhold::new(
-                DispatchReason::PredictedTargetUnsafe,
-                format!(
-                    "pod {} is predicted on node {}, which is {}",
-                    p.pod,
-                    p.node,
-                    if allowed {
-                        "not ready or not available as a target"
-                    } else {
-                        "not one of the move's allowed targets"
-                    }
-                ),
-            ));
-        }
-        if let Some(d) = history.cooling(&p.node, now, node_window) {
-            return Err(Withhold::new(
-                DispatchReason::TargetCooldown,
-                format!(
-                    "pod {} is predicted on node {}, used by request {} at {}",
-                    p.pod, p.node, d.uuid, d.at
-                ),
-            ));
-        }
-        targets.push(p.node.clone());
-    }
-    targets.sort();
-    targets.dedup();
-    let request = MigrationRequest {
-        schema_version: migration::SCHEMA_VERSION.to_string(),
-        component: row.component.as_str().to_string(),
-        instance: i64::from(row.instance),
-        from_node: Some(row.from_node.clone()),
-        hint_target_nodes: targets
-            .iter()
-            .filter(|t| **t != row.from_node)
-            .take(migration::MAX_HINTS)
-            .cloned()
-            .collect(),
-        reason: Some(row.reason.as_str().to_string()),
-        requested_at: Some(now.to_string()),
-        requested_by: Some(migration::REQUESTED_BY.to_string()),
-    };
-    let payload = migration::payload(&request);
-    if let Err(why) = migration::validate_request(&request, &payload) {
-        return Err(Withhold::new(DispatchReason::InvalidRequest, why));
-    }
-    let isvc = &workload.isvc.metadata;
-    Ok(Prepared {
-        recommendation: index,
-        entry: Entry {
-            uuid: uuid.to_string(),
-            workload: WorkloadRef {
-                namespace: workload.namespace.to_string(),
-                name: workload.name.to_string(),
-            },
-            workload_uid: isvc.uid.clone().unwrap_or_default(),
-            ir_name: replica.metadata.name.clone().unwrap_or_default(),
-            ir_uid: replica.metadata.uid.clone().unwrap_or_default(),
-            component: row.component,
-            instance: row.instance,
-            from_node: row.from_node.clone(),
-            targets,
-            payload,
-            source_fingerprint: chosen_fingerprint.to_string(),
-            created_at: now,
-            last_attempt: None,
-            acknowledged_at: None,
-            completed_at: None,
-            phase: Phase::Prepared,
-            reason: Some(EntryReason::SubmissionPrepared),
-        },
-        resource_version: isvc.resource_version.clone().unwrap_or_default(),
-        has_annotations: isvc.annotations.as_ref().is_some_and(|a| !a.is_empty()),
-    })
-}
-
 /// What the output rows are made of.
 pub struct RowInputs<'a> {
     pub plan: &'a Plan,
@@ -563,8 +329,7 @@ pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
         let row = &mut rows[v.recommendation];
         let admission = match &v.result {
             Err(rejection) => {
-                row.outcome = RowOutcome::Rejected;
-                row.reject_reason = Some(rejection.reason);
+                row.reject(rejection.reason);
                 continue;
             }
             Ok(admission) => admission,
@@ -576,11 +341,11 @@ pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
             .map(|(_, n)| n.clone())
             .unwrap_or_default();
         match inputs.sent {
-            Some((i, entry)) if i == v.recommendation => {
-                row.outcome = RowOutcome::Submitted;
-                row.request_uuid = Some(entry.uuid.clone());
-                row.dispatch_reason = entry.reason.map(DispatchReason::Entry);
-            }
+            Some((i, entry)) if i == v.recommendation => row.dispatch(
+                RowOutcome::Submitted,
+                entry.reason.map(DispatchReason::Entry),
+                Some(entry.uuid.clone()),
+            ),
             _ => {
                 let reason = inputs
                     .per_move
@@ -594,11 +359,9 @@ pub fn rows(inputs: &RowInputs<'_>) -> Vec<Row> {
                     } else {
                         DispatchReason::ExecutionDisabled
                     });
-                row.outcome = RowOutcome::Withheld;
-                row.dispatch_reason = Some(reason);
+                row.dispatch(RowOutcome::Withheld, Some(reason), None);
             }
         }
-        row.dispatch_status = Some(row.outcome);
     }
     let sent_uuid = inputs.sent.map(|(_, e)| e.uuid.as_str());
     for entry in inputs.journal.iter().flat_map(|j| &j.entries) {
@@ -628,10 +391,11 @@ pub fn journal_row(entry: &Entry) -> Row {
         &entry.from_node,
         0.0,
     );
-    row.outcome = entry.status();
-    row.dispatch_status = Some(row.outcome);
-    row.request_uuid = Some(entry.uuid.clone());
-    row.dispatch_reason = entry.reason.map(DispatchReason::Entry);
+    row.dispatch(
+        entry.status(),
+        entry.reason.map(DispatchReason::Entry),
+        Some(entry.uuid.clone()),
+    );
     row.hint_targets = request.map(|r| r.hint_target_nodes).unwrap_or_default();
     row
 }

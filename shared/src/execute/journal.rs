@@ -170,6 +170,15 @@ impl Entry {
 )]
 pub struct JournalError(pub String);
 
+/// What is wrong in a journal that loads but breaks the schema's rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidJournal(pub String);
+
+fn invalid(message: impl Into<String>) -> InvalidJournal {
+    InvalidJournal(message.into())
+}
+
 /// Go's zero time, which Alfred never writes.
 fn is_zero_time(t: Timestamp) -> bool {
     t.as_second() == -62_135_596_800
@@ -207,34 +216,34 @@ impl Journal {
         let journal: Option<Journal> =
             serde_json::from_str(text).map_err(|e| JournalError(e.to_string()))?;
         let journal = journal.ok_or_else(|| JournalError("the document is null".into()))?;
-        journal.validate().map_err(JournalError)?;
+        journal.validate().map_err(|e| JournalError(e.0))?;
         Ok(journal)
     }
 
     /// The checks `load` makes after parsing, also run before every save.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidJournal> {
         if self.version != VERSION {
-            return Err(format!(
+            return Err(invalid(format!(
                 "version {:?} is not supported (supported: {VERSION})",
                 self.version
-            ));
+            )));
         }
         if self.entries.len() > MAX_ENTRIES {
-            return Err(format!(
+            return Err(invalid(format!(
                 "{} entries, more than the {MAX_ENTRIES} allowed",
                 self.entries.len()
-            ));
+            )));
         }
         if self.backoff_until.is_some_and(is_zero_time) {
-            return Err("backoffUntil is the zero time".into());
+            return Err(invalid("backoffUntil is the zero time"));
         }
         let mut seen = HashSet::new();
         for (i, e) in self.entries.iter().enumerate() {
             if !seen.insert(e.uuid.to_ascii_lowercase()) {
-                return Err(format!("entries[{i}]: duplicate uuid {}", e.uuid));
+                return Err(invalid(format!("entries[{i}]: duplicate uuid {}", e.uuid)));
             }
             e.validate()
-                .map_err(|m| format!("entries[{i}] ({}): {m}", e.uuid))?;
+                .map_err(|m| invalid(format!("entries[{i}] ({}): {m}", e.uuid)))?;
         }
         Ok(())
     }
@@ -265,48 +274,54 @@ impl Journal {
 }
 
 impl Entry {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), InvalidJournal> {
         if !is_uuid(&self.uuid) {
-            return Err(format!("uuid {:?} is not an RFC 4122 UUID", self.uuid));
+            return Err(invalid(format!(
+                "uuid {:?} is not an RFC 4122 UUID",
+                self.uuid
+            )));
         }
         if !names::is_dns1123_label(&self.workload.namespace) {
-            return Err(format!(
+            return Err(invalid(format!(
                 "workload namespace {:?} is not a DNS-1123 label",
                 self.workload.namespace
-            ));
+            )));
         }
         if !names::is_dns1123_subdomain(&self.workload.name) {
-            return Err(format!(
+            return Err(invalid(format!(
                 "workload name {:?} is not a DNS-1123 subdomain",
                 self.workload.name
-            ));
+            )));
         }
         if !names::is_dns1123_subdomain(&self.ir_name) {
-            return Err(format!(
+            return Err(invalid(format!(
                 "irName {:?} is not a DNS-1123 subdomain",
                 self.ir_name
-            ));
+            )));
         }
         if self.instance < 0 {
-            return Err(format!("instance must be >= 0, got {}", self.instance));
+            return Err(invalid(format!(
+                "instance must be >= 0, got {}",
+                self.instance
+            )));
         }
         if self.from_node.is_empty() {
-            return Err("fromNode is empty".into());
+            return Err(invalid("fromNode is empty"));
         }
         if self.payload.len() > MAX_PAYLOAD_BYTES {
-            return Err(format!(
+            return Err(invalid(format!(
                 "payload is {} bytes, more than the {MAX_PAYLOAD_BYTES} allowed",
                 self.payload.len()
-            ));
+            )));
         }
         if serde_json::from_str::<serde::de::IgnoredAny>(&self.payload).is_err() {
-            return Err("payload is not valid JSON".into());
+            return Err(invalid("payload is not valid JSON"));
         }
         if self.source_fingerprint.is_empty() {
-            return Err("sourceFingerprint is empty".into());
+            return Err(invalid("sourceFingerprint is empty"));
         }
         if is_zero_time(self.created_at) {
-            return Err("createdAt is the zero time".into());
+            return Err(invalid("createdAt is the zero time"));
         }
         for (name, t) in [
             ("lastAttempt", self.last_attempt),
@@ -314,22 +329,25 @@ impl Entry {
             ("completedAt", self.completed_at),
         ] {
             if t.is_some_and(|t| t < self.created_at) {
-                return Err(format!("{name} is before createdAt"));
+                return Err(invalid(format!("{name} is before createdAt")));
             }
         }
         if !self.phase.allows(self.reason) {
-            return Err(format!(
+            return Err(invalid(format!(
                 "phase {} cannot carry reason {:?}",
                 self.phase.as_str(),
                 self.reason_str()
-            ));
+            )));
         }
         match (self.phase.is_terminal(), self.completed_at.is_some()) {
-            (true, false) => Err(format!("phase {} needs completedAt", self.phase.as_str())),
-            (false, true) => Err(format!(
+            (true, false) => Err(invalid(format!(
+                "phase {} needs completedAt",
+                self.phase.as_str()
+            ))),
+            (false, true) => Err(invalid(format!(
                 "phase {} is unresolved but has completedAt",
                 self.phase.as_str()
-            )),
+            ))),
             _ => Ok(()),
         }
     }

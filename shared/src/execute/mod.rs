@@ -8,5 +8,6 @@ pub mod breaker;
 pub mod dispatch;
 pub mod events;
 pub mod journal;
+pub mod recheck;
 pub mod reconcile;
 pub mod run;

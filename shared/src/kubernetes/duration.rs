@@ -2,14 +2,17 @@
 
 use k8s_openapi::jiff::SignedDuration;
 
-/// Parses a Go duration string. Returns a message saying what was wrong on failure.
-pub fn parse_go_duration(text: &str) -> Result<SignedDuration, String> {
-    let invalid = || {
-        format!(
-            "invalid duration {} (use Go syntax such as \"90s\", \"5m\" or \"1h30m\")",
-            crate::input::quoted(text)
-        )
-    };
+/// A text that is not a Go duration; the message says what syntax to use.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid duration {} (use Go syntax such as \"90s\", \"5m\" or \"1h30m\")",
+    crate::input::quoted(.0)
+)]
+pub struct DurationError(pub String);
+
+/// Parses a Go duration string.
+pub fn parse_go_duration(text: &str) -> Result<SignedDuration, DurationError> {
+    let invalid = || DurationError(text.to_string());
     let (negative, mut rest) = match text.strip_prefix('-') {
         Some(r) => (true, r),
         None => (false, text.strip_prefix('+').unwrap_or(text)),

@@ -55,18 +55,26 @@ pub const MAX_GPUS: i64 = 4096;
 
 /// A GPU count as Kubernetes admits extended resources: a whole number from 0 to
 /// [`MAX_GPUS`], in the quantity grammar (`8`, `1e1`, `+2`).
-pub fn gpu_count(text: &str) -> Result<i64, String> {
-    let v = parse(text)
-        .ok_or_else(|| format!("{text:?} is not a quantity (write a count such as \"8\")"))?;
+pub fn gpu_count(text: &str) -> Result<i64, GpuCountError> {
+    let v = parse(text).ok_or_else(|| GpuCountError::NotAQuantity(text.to_string()))?;
     if v < 0.0 || v.fract() != 0.0 {
-        Err(format!("{text:?} is not a whole number of GPUs, 0 or more"))
+        Err(GpuCountError::NotWhole(text.to_string()))
     } else if v > MAX_GPUS as f64 {
-        Err(format!(
-            "{text:?} GPUs is more than any machine has (at most {MAX_GPUS})"
-        ))
+        Err(GpuCountError::TooMany(text.to_string()))
     } else {
         Ok(v as i64)
     }
+}
+
+/// Why a GPU count is refused; each names the value as written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GpuCountError {
+    #[error("{0:?} is not a quantity (write a count such as \"8\")")]
+    NotAQuantity(String),
+    #[error("{0:?} is not a whole number of GPUs, 0 or more")]
+    NotWhole(String),
+    #[error("{0:?} GPUs is more than any machine has (at most {MAX_GPUS})")]
+    TooMany(String),
 }
 
 /// True for resource names that are GPUs: `nvidia.com/gpu`, `amd.com/gpu`, `nvidia.com/mig-*`,
@@ -80,7 +88,7 @@ pub fn is_gpu_resource(name: &str) -> bool {
 
 /// The first GPU quantity of a node that is not a count a machine can have, as (field path,
 /// why): checked when a snapshot is read, so nothing later guesses or overflows.
-pub fn node_gpu_problem(node: &Node) -> Option<(String, String)> {
+pub fn node_gpu_problem(node: &Node) -> Option<(String, GpuCountError)> {
     [
         ("capacity", &node.status.capacity),
         ("allocatable", &node.status.allocatable),
@@ -95,7 +103,7 @@ pub fn node_gpu_problem(node: &Node) -> Option<(String, String)> {
 }
 
 /// The first GPU request or limit of a pod that is not a count a machine can have.
-pub fn pod_gpu_problem(pod: &Pod) -> Option<(String, String)> {
+pub fn pod_gpu_problem(pod: &Pod) -> Option<(String, GpuCountError)> {
     let lists = [
         ("containers", &pod.spec.containers),
         ("initContainers", &pod.spec.init_containers),

@@ -102,7 +102,7 @@ fn malformed_request(w: &Workload<'_>, cluster: &Cluster<'_>) -> Option<String> 
             continue;
         };
         let problem = match migration::parse_request(value) {
-            Err(e) => Some(e),
+            Err(e) => Some(e.to_string()),
             Ok(r) => {
                 let component = w
                     .components

@@ -11,7 +11,7 @@ pub mod superseded;
 
 pub use messages::{in_place_pod_lost, indices, retry_held};
 pub use pass::{
-    Change, Hold, InstanceFacts, Mechanism, PassInput, PassPlan, PodFact, classify_change,
-    mechanism, partition_held, plan_pass, restart_window, staged_message,
+    Change, Hold, InstanceFacts, Mechanism, PassInput, PassPlan, PodFact, RejectedUpdate,
+    classify_change, mechanism, partition_held, plan_pass, restart_window, staged_message,
 };
 pub use superseded::{GangAbandon, GangReset, MidSurge, SurgePods, gang_abandoned, mid_surge};

@@ -245,6 +245,14 @@ pub fn staged_message(
     })
 }
 
+/// `InPlaceOnly` refusing a change beyond container images: the event OME records.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("OMENative {key} rejected update: InPlaceOnly strategy but diff exceeds container images")]
+pub struct RejectedUpdate {
+    /// The Instance, as OME's events name it.
+    pub key: String,
+}
+
 /// The mechanism a fresh start uses, or the `InPlaceOnly` refusal.
 pub fn mechanism(
     component: ComponentKind,
@@ -252,7 +260,7 @@ pub fn mechanism(
     strategy: UpdateStrategyType,
     pods_per_instance: u32,
     change: Change,
-) -> Result<Mechanism, String> {
+) -> Result<Mechanism, RejectedUpdate> {
     let multi_pod = pods_per_instance > 1;
     let never_promoted = row.running_revision.as_deref().is_none_or(str::is_empty)
         && row.phase == Some(InstancePhase::Failed)
@@ -269,10 +277,9 @@ pub fn mechanism(
         _ if multi_pod => Ok(Mechanism::Recreate),
         _ if change == Change::ImagesOnly => Ok(Mechanism::InPlace),
         UpdateStrategyType::InPlaceIfPossible => Ok(Mechanism::Recreate),
-        UpdateStrategyType::InPlaceOnly => Err(format!(
-            "OMENative {} rejected update: InPlaceOnly strategy but diff exceeds container images",
-            event_key(component, row.index)
-        )),
+        UpdateStrategyType::InPlaceOnly => Err(RejectedUpdate {
+            key: event_key(component, row.index),
+        }),
     }
 }
 
@@ -475,7 +482,7 @@ pub fn plan_pass(input: &PassInput<'_>) -> Result<PassPlan, PercentError> {
         let mechanism = match mechanism(input.component, r, strategy, per, input.change) {
             Ok(m) => m,
             Err(message) => {
-                plan.refused.push((r.index, message));
+                plan.refused.push((r.index, message.to_string()));
                 continue;
             }
         };

@@ -97,12 +97,56 @@ pub struct SurgeCheck {
     pub pending: Vec<(i32, String)>,
 }
 
+/// Why no report can be made for what was asked.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    #[error("InferenceService {0} is not in the cluster (give it as NAMESPACE/NAME)")]
+    NoWorkload(String),
+    #[error("{workload} has no {kind} component (it has: {has})")]
+    NoComponent {
+        workload: String,
+        kind: ComponentKind,
+        has: String,
+    },
+    #[error(
+        "{workload} {kind} runs as {mode}; update strategies apply to OMENative components (a RawDeployment uses deploymentStrategy)"
+    )]
+    NotOmeNative {
+        workload: String,
+        kind: ComponentKind,
+        mode: crate::mode::DeploymentMode,
+    },
+    #[error(
+        "InferenceReplica {replica} cannot be read: {error} (OMENativeObservationInvalid); its Instance rows are what a rollout is planned from"
+    )]
+    RowsUnreadable { replica: String, error: String },
+    #[error(transparent)]
+    Defaults(#[from] strategy::DefaultsError),
+    /// The resolved budget has no value for this component's replicas.
+    #[error("the {field} budget {error}")]
+    Budget {
+        field: &'static str,
+        error: strategy::PercentError,
+    },
+    /// A budget the pass cannot read.
+    #[error(transparent)]
+    Pass(#[from] strategy::PercentError),
+    /// A budget that is neither a count nor a percent, where it is written.
+    #[error("{place}: {text:?} {error}")]
+    NotABudget {
+        place: String,
+        text: String,
+        error: strategy::PercentError,
+    },
+}
+
 /// The operator defaults a snapshot implies: OME's ConfigMap when it holds one.
-pub fn operator_defaults(snapshot: &Snapshot) -> Result<(OperatorDefaults, String), String> {
+pub fn operator_defaults(
+    snapshot: &Snapshot,
+) -> Result<(OperatorDefaults, String), strategy::DefaultsError> {
     match snapshot.config_map(strategy::OPERATOR_CONFIG_MAP) {
         Some(cm) => OperatorDefaults::from_config_map(cm)
-            .map(|d| (d, format!("ConfigMap {}", strategy::OPERATOR_CONFIG_MAP)))
-            .map_err(|e| e.to_string()),
+            .map(|d| (d, format!("ConfigMap {}", strategy::OPERATOR_CONFIG_MAP))),
         None => Ok((
             OperatorDefaults::default(),
             format!(
@@ -121,7 +165,7 @@ fn check_budgets(
     w: &crate::model::cluster::Workload<'_>,
     snapshot: &Snapshot,
     defaults_source: &str,
-) -> Result<(), String> {
+) -> Result<(), ReportError> {
     for (field, budget) in [
         ("maxUnavailable", &resolved.max_unavailable),
         ("maxSurge", &resolved.max_surge),
@@ -151,7 +195,11 @@ fn check_budgets(
                 format!("operator defaults ({defaults_source}), updateStrategy.{kind}.{field}")
             }
         };
-        return Err(format!("{place}: {text:?} {e}"));
+        return Err(ReportError::NotABudget {
+            place,
+            text: text.clone(),
+            error: e,
+        });
     }
     Ok(())
 }
@@ -187,11 +235,11 @@ pub fn report(
     workload_key: &str,
     component: Option<ComponentKind>,
     change: Option<Change>,
-) -> Result<RolloutReport, String> {
+) -> Result<RolloutReport, ReportError> {
     let (cluster, snapshot) = (&ctx.cluster, ctx.snapshot);
-    let w = cluster.workload(workload_key).ok_or_else(|| {
-        format!("InferenceService {workload_key} is not in the cluster (give it as NAMESPACE/NAME)")
-    })?;
+    let w = cluster
+        .workload(workload_key)
+        .ok_or_else(|| ReportError::NoWorkload(workload_key.to_string()))?;
     let kinds: Vec<ComponentKind> = w
         .components
         .iter()
@@ -205,25 +253,26 @@ pub fn report(
         .find(|&c| cluster.components[c].kind == kind)
         .ok_or_else(|| {
             let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-            format!(
-                "{workload_key} has no {kind} component (it has: {})",
-                names.join(", ")
-            )
+            ReportError::NoComponent {
+                workload: workload_key.to_string(),
+                kind,
+                has: names.join(", "),
+            }
         })?;
     let c = &cluster.components[ci];
     if c.mode != crate::mode::DeploymentMode::OmeNative {
-        return Err(format!(
-            "{workload_key} {kind} runs as {}; update strategies apply to OMENative components (a RawDeployment uses deploymentStrategy)",
-            c.mode.as_str()
-        ));
+        return Err(ReportError::NotOmeNative {
+            workload: workload_key.to_string(),
+            kind,
+            mode: c.mode,
+        });
     }
     if let Some(e) = &c.rows_error {
         let name = c.replica.and_then(|r| r.metadata.name.as_deref());
-        return Err(format!(
-            "InferenceReplica {}/{} cannot be read: {e} (OMENativeObservationInvalid); its Instance rows are what a rollout is planned from",
-            w.namespace,
-            name.unwrap_or_default()
-        ));
+        return Err(ReportError::RowsUnreadable {
+            replica: format!("{}/{}", w.namespace, name.unwrap_or_default()),
+            error: e.to_string(),
+        });
     }
     let spec = w.isvc.spec.component(kind);
     let runtime = snapshot.runtime_component(w.namespace, w.isvc, kind);
@@ -305,7 +354,10 @@ pub fn report(
         .or(resolved.partition.as_ref().map(|p| p.value));
     let budget = resolved
         .budget(desired)
-        .map_err(|e| format!("the {} budget {e}", resolved.arm().field()))?;
+        .map_err(|error| ReportError::Budget {
+            field: resolved.arm().field(),
+            error,
+        })?;
 
     let restart_window = crate::rollout::restart_window(
         replica
@@ -361,8 +413,7 @@ pub fn report(
             change: change.unwrap_or(Change::Other),
             now: cluster.now,
             restart_window,
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         let done: Vec<i32> = plan
             .starts
             .iter()

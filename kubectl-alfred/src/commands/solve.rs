@@ -6,8 +6,6 @@ use std::time::{Duration, Instant};
 use alfred::solver::file::{ProblemDocument, SolutionReport};
 use alfred::solver::{Budget, solve};
 use anyhow::{Result, anyhow};
-use tabled::settings::Style;
-use tabled::{Table, Tabled};
 
 use crate::{GlobalArgs, render, source};
 
@@ -42,18 +40,6 @@ pub fn run(args: &GlobalArgs) -> Result<()> {
     }
 }
 
-#[derive(Tabled)]
-struct MoveRow {
-    #[tabled(rename = "#")]
-    step: usize,
-    #[tabled(rename = "OBJECT")]
-    object: String,
-    #[tabled(rename = "FROM")]
-    from: String,
-    #[tabled(rename = "TO")]
-    to: String,
-}
-
 fn table(r: &SolutionReport, elapsed: Duration) -> Result<String> {
     let mut out = String::new();
     writeln!(
@@ -78,18 +64,21 @@ fn table(r: &SolutionReport, elapsed: Duration) -> Result<String> {
         )?;
     }
     if !r.moves.is_empty() {
-        let rows = r.moves.iter().enumerate().map(|(i, m)| MoveRow {
-            step: i + 1,
-            object: m.object.clone(),
-            from: m.from.clone(),
-            to: if m.swap {
-                format!("{} (swap)", m.to)
-            } else {
-                m.to.clone()
-            },
-        });
+        let rows: Vec<Vec<String>> = r
+            .moves
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let to = if m.swap {
+                    format!("{} (swap)", m.to)
+                } else {
+                    m.to.clone()
+                };
+                vec![(i + 1).to_string(), m.object.clone(), m.from.clone(), to]
+            })
+            .collect();
         writeln!(out)?;
-        writeln!(out, "{}", Table::new(rows).with(Style::blank()))?;
+        render::columns(&mut out, &["#", "OBJECT", "FROM", "TO"], &rows);
     }
     if !r.unmovable.is_empty() {
         writeln!(out)?;

@@ -1,0 +1,235 @@
+//! `kubectl alfred migrate`: one execute pass (one safe move at most, journaled before it is
+//! sent), or one every `decisionLoopInterval` with `--watch`. The decisions are in
+//! `alfred::execute`; this reads and writes the cluster for them.
+
+use std::fmt::Write as _;
+
+use alfred::config::Config;
+use alfred::execute::dispatch::PASS_DEADLINE;
+use alfred::execute::run::{self, Options};
+use alfred::migration;
+use anyhow::{Context as _, Result, anyhow, bail};
+use clap::Args;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use crate::render::{self, Reasoned};
+use crate::store::PassStore;
+use crate::{GlobalArgs, Output};
+
+#[derive(Args)]
+pub struct MigrateArgs {
+    /// Run every check and print the request that would be sent; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Run a pass every `decisionLoopInterval` until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+pub async fn run(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> {
+    if global.file.is_some() && !args.dry_run {
+        bail!("migrate writes to the cluster; with -f it only runs with --dry-run");
+    }
+    if global.now.is_some() && !args.dry_run {
+        bail!("--now replays a time; a real pass runs at the present: drop --now or add --dry-run");
+    }
+    // Registered before the first pass, so an interrupt during a pass is kept and ends the
+    // watch after it (a pass is never cut between its writes).
+    #[cfg(unix)]
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("listening for interrupts")?;
+    loop {
+        let (mut store, config) = PassStore::open(global).await?;
+        let options = Options {
+            dry_run: args.dry_run,
+        };
+        let report = tokio::time::timeout(
+            PASS_DEADLINE.unsigned_abs(),
+            run::run_pass(&mut store, &config, options),
+        )
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "DispatchDeadline: the pass took longer than {} s; anything written is reconciled by the next pass",
+                PASS_DEADLINE.as_secs()
+            )
+        })?
+        .map_err(|e| anyhow!(e))?;
+        render::emit(&render_report(&report, global.output)?)?;
+        if let (false, Some(client)) = (args.dry_run, store.client()) {
+            let rows = report.rows();
+            let events = alfred::execute::events::workload_events(
+                &rows,
+                &report.plan.decision.recommendations,
+            );
+            crate::events::record_workloads(client, &events).await;
+            record_pass(global, &config, &report, &rows).await;
+        }
+        if !args.watch {
+            return Ok(());
+        }
+        let interval = config.decision_loop_interval.unsigned_abs();
+        #[cfg(unix)]
+        let interrupted = interrupt.recv();
+        #[cfg(not(unix))]
+        let interrupted = tokio::signal::ctrl_c();
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = interrupted => return Ok(()),
+        }
+    }
+}
+
+/// Writes the pass into the recommendations ConfigMap (rows and node records, whose episode
+/// stamps make node events fire once). A missing ConfigMap only disables the record.
+async fn record_pass(
+    global: &GlobalArgs,
+    config: &Config,
+    report: &run::Report,
+    rows: &[alfred::decision::Row],
+) {
+    if !config.recommendations_config_map_enabled {
+        return;
+    }
+    let pass = crate::record::Pass {
+        rows,
+        nodes: &report.plan.decision.nodes,
+        mode: "execute",
+    };
+    let now = Timestamp::now();
+    if let Err(e) = crate::record::record(global, config, &pass, now).await {
+        eprintln!("note: recommendations not recorded: {e:#}");
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PassOutput<'a> {
+    mode: &'static str,
+    dry_run: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    withheld: Option<Reasoned>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request: Option<RequestOutput<'a>>,
+    recommendations: Vec<alfred::decision::Row>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    details: Vec<Reasoned>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestOutput<'a> {
+    uuid: &'a str,
+    workload: String,
+    annotation: String,
+    payload: &'a str,
+    sent: bool,
+}
+
+fn render_report(report: &run::Report, output: Output) -> Result<String> {
+    let rows = report.rows();
+    let request = report.sent.as_ref().map(|(_, e)| RequestOutput {
+        uuid: &e.uuid,
+        workload: e.workload.to_string(),
+        annotation: migration::annotation_key(&e.uuid),
+        payload: &e.payload,
+        sent: !report.dry_run,
+    });
+    let details: Vec<Reasoned> = report
+        .per_move
+        .iter()
+        .map(|(i, w)| {
+            let r = &report.plan.decision.recommendations[*i].row;
+            Reasoned {
+                reason: w.reason.as_str().into(),
+                detail: format!(
+                    "{}/{} instance {}: {}",
+                    r.workload, r.component, r.instance, w.detail
+                ),
+            }
+        })
+        .chain(report.plan.verdicts.iter().filter_map(|v| {
+            let rejection = v.result.as_ref().err()?;
+            let r = &report.plan.decision.recommendations[v.recommendation].row;
+            Some(Reasoned {
+                reason: rejection.reason.as_str().into(),
+                detail: format!(
+                    "{}/{} instance {}: {}",
+                    r.workload, r.component, r.instance, rejection.detail
+                ),
+            })
+        }))
+        .collect();
+    let withheld = report.withheld.as_ref().map(Reasoned::from);
+    let out = PassOutput {
+        mode: "execute",
+        dry_run: report.dry_run,
+        withheld,
+        request,
+        recommendations: rows,
+        details,
+    };
+    if let Some(text) = render::structured(&out, output)? {
+        return Ok(text);
+    }
+    let mut text = String::new();
+    let lines: Vec<Vec<String>> = out
+        .recommendations
+        .iter()
+        .map(|r| {
+            let mut line = render::row_cells(r);
+            line.extend([
+                if report.dry_run && r.outcome == alfred::decision::RowOutcome::Submitted {
+                    "would-submit".into()
+                } else {
+                    r.outcome.as_str().into()
+                },
+                r.why().unwrap_or("-").into(),
+                render::or_dash(&r.from_node),
+                render::or_dash(&r.target),
+            ]);
+            if output == Output::Wide {
+                line.push(format!("{:.3}", r.score));
+                line.push(render::or_dash(
+                    r.request_uuid.as_deref().unwrap_or_default(),
+                ));
+            }
+            line
+        })
+        .collect();
+    let mut headers = render::ROW_HEADERS.to_vec();
+    headers.extend(["OUTCOME", "WHY", "FROM", "TARGET"]);
+    if output == Output::Wide {
+        headers.extend(["SCORE", "REQUEST"]);
+    }
+    if lines.is_empty() {
+        writeln!(text, "No recommendations this pass.")?;
+    } else {
+        render::columns(&mut text, &headers, &lines);
+    }
+    if let Some(w) = &out.withheld {
+        writeln!(
+            text,
+            "\nNothing is sent this pass: {} ({})",
+            w.reason, w.detail
+        )?;
+    }
+    for d in &out.details {
+        writeln!(text, "  {}: {}", d.reason, d.detail)?;
+    }
+    match &out.request {
+        Some(r) if r.sent => writeln!(
+            text,
+            "\nSubmitted request {} on InferenceService {}:\n  {}: {}",
+            r.uuid, r.workload, r.annotation, r.payload
+        )?,
+        Some(r) => writeln!(
+            text,
+            "\nDry run: would add to InferenceService {}:\n  {}: {}",
+            r.workload, r.annotation, r.payload
+        )?,
+        None => {}
+    }
+    Ok(text)
+}
