@@ -273,23 +273,25 @@ fn status_text(r: &RolloutReport) -> Result<String> {
     let mut out = String::new();
     header(r, &mut out)?;
     writeln!(out)?;
-    writeln!(
-        out,
-        "{:<6} {:<10} {:<34} {:<20} {:<8} NODES",
-        "INDEX", "PHASE", "RUNNING", "OPERATION", "SERVING"
-    )?;
-    for i in &r.instances {
-        writeln!(
-            out,
-            "{:<6} {:<10} {:<34} {:<20} {:<8} {}",
-            i.index,
-            i.phase,
-            i.running_revision,
-            i.step,
-            i.serving,
-            i.nodes.join(",")
-        )?;
-    }
+    let rows: Vec<Vec<String>> = r
+        .instances
+        .iter()
+        .map(|i| {
+            vec![
+                i.index.to_string(),
+                i.phase.clone(),
+                i.running_revision.clone(),
+                i.step.clone(),
+                i.serving.clone(),
+                i.nodes.join(","),
+            ]
+        })
+        .collect();
+    render::columns(
+        &mut out,
+        &["INDEX", "PHASE", "RUNNING", "OPERATION", "SERVING", "NODES"],
+        &rows,
+    );
     writeln!(out)?;
     match &r.hold {
         Some(h) => {
