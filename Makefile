@@ -57,8 +57,9 @@ bench-trace: ## Consolidation plans on the openb trace: make bench-trace OPENB=D
 	  ./target/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
 	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed $$seed || exit 1; done; done
 
-install: ## Put kubectl-alfred on PATH (so `kubectl alfred` works)
+install: ## Put kubectl-alfred and its completion helper on PATH (so `kubectl alfred` works and completes)
 	$(CARGO) install --locked --path kubectl-alfred
+	install -m 0755 kubectl-alfred/kubectl_complete-alfred "$${CARGO_HOME:-$$HOME/.cargo}/bin/"
 
 certs: ## A local CA and serving certificate for the webhook in $(CERTS)/ (ca.crt, tls.crt, tls.key)
 	@mkdir -p $(CERTS)

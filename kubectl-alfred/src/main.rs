@@ -1,6 +1,7 @@
 //! `kubectl alfred`: defragmentation, node health, drains and rollouts for OME GPU clusters.
 
 mod commands;
+mod complete;
 mod events;
 mod live;
 mod record;
@@ -14,7 +15,8 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use commands::{
-    drain, explain, journal, migrate, pools, recommend, rollout, simulate, snapshot, solve, status,
+    completion, drain, explain, journal, migrate, pools, recommend, rollout, simulate, snapshot,
+    solve, status,
 };
 
 // Snapshots of large clusters allocate millions of small objects from several threads.
@@ -37,7 +39,7 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Args, Clone)]
+#[derive(Args, Clone, Default)]
 pub struct GlobalArgs {
     /// Read a snapshot file (`kubectl get -o yaml|json` output, or `kubectl alfred snapshot`);
     /// `-` reads standard input. Without it, the live cluster is read.
@@ -61,8 +63,24 @@ pub struct GlobalArgs {
     pub output: Output,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+impl GlobalArgs {
+    /// Sets the flag with this id (its field's name) as the command line would.
+    fn set(&mut self, id: &str, value: &str) {
+        let value = Some(value.to_string());
+        match id {
+            "file" => self.file = value,
+            "kubeconfig" => self.kubeconfig = value,
+            "context" => self.context = value,
+            "config" => self.config = value,
+            "now" => self.now = value,
+            _ => {}
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Output {
+    #[default]
     Table,
     Wide,
     Json,
@@ -102,10 +120,14 @@ enum Command {
     /// OMENative rollouts: plan a change before applying it, or see why one stopped.
     #[command(subcommand)]
     Rollout(rollout::RolloutCommand),
+    /// Print a shell completion script (bash, zsh or fish) for `kubectl-alfred`; `kubectl
+    /// alfred` completes through `kubectl_complete-alfred` instead (see README).
+    Completion(completion::CompletionArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let words: Vec<String> = std::env::args().skip(1).collect();
+    let completing = words.first().is_some_and(|w| w == "__complete");
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -116,6 +138,11 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if completing {
+        runtime.block_on(complete::run(&words[1..]));
+        return ExitCode::SUCCESS;
+    }
+    let cli = Cli::parse();
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
@@ -138,6 +165,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Migrate(args) => migrate::run(&args, &cli.global).await?,
         Command::Journal(command) => journal::run(&command, &cli.global).await?,
         Command::Status => status::run(&cli.global).await?,
+        Command::Completion(args) => completion::run(&args)?,
     }
     Ok(ExitCode::SUCCESS)
 }

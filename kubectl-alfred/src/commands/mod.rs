@@ -1,5 +1,6 @@
 //! One file per command, named after it.
 
+pub mod completion;
 pub mod drain;
 pub mod explain;
 pub mod journal;

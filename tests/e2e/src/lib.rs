@@ -37,6 +37,13 @@ fn binaries() -> PathBuf {
             dir.join(bin).display()
         );
     }
+    // Installed beside the plugin, as `make install` and the release archive put it.
+    let complete = "kubectl_complete-alfred";
+    std::fs::copy(
+        workspace().join("kubectl-alfred").join(complete),
+        dir.join(complete),
+    )
+    .expect("the completion script is copied beside the plugin");
     dir
 }
 
