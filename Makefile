@@ -3,10 +3,13 @@ CARGO ?= cargo
 DEMO ?= manifests/examples/demo-cluster.yaml
 CERTS ?= certs
 CLUSTER_DIR ?= tests/.run/local
+DIST ?= target/dist
+# Where the release archive is downloaded from: the krew manifest's uri is RELEASE_URL/ARCHIVE.
+RELEASE_URL ?= https://github.com/OWNER/kubectl-alfred/releases/download/v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace install certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
+.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace install dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -60,6 +63,10 @@ bench-trace: ## Consolidation plans on the openb trace: make bench-trace OPENB=D
 install: ## Put kubectl-alfred and its completion helper on PATH (so `kubectl alfred` works and completes)
 	$(CARGO) install --locked --path kubectl-alfred
 	install -m 0755 kubectl-alfred/kubectl_complete-alfred "$${CARGO_HOME:-$$HOME/.cargo}/bin/"
+
+dist: ## The release archive for this platform and its krew manifest in $(DIST)/ (set RELEASE_URL)
+	$(CARGO) build --locked --release -p kubectl-alfred
+	dist/package.sh target/release $(DIST) $(RELEASE_URL)
 
 certs: ## A local CA and serving certificate for the webhook in $(CERTS)/ (ca.crt, tls.crt, tls.key)
 	@mkdir -p $(CERTS)
