@@ -89,7 +89,12 @@ fn the_manifest_matches_the_archive_it_names() {
     let contents: Vec<&str> = listed.lines().collect();
     assert_eq!(
         contents,
-        ["kubectl-alfred", "kubectl_complete-alfred", "LICENSE", "README.md"]
+        [
+            "kubectl-alfred",
+            "kubectl_complete-alfred",
+            "LICENSE",
+            "README.md"
+        ]
     );
     assert_eq!(platform["bin"], "kubectl-alfred");
     for file in platform["files"].as_array().unwrap() {

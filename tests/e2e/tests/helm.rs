@@ -1,0 +1,178 @@
+//! The webhook's Helm chart, rendered by a real `helm template` (Helm built from its Go module,
+//! cached like the control plane) and applied to the real API server with a server-side dry
+//! run: with the default values (cert-manager certificates) and with a provided Secret.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use alfred_e2e::{Cluster, stderr, stdout};
+
+fn root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+fn helm() -> PathBuf {
+    let out = Command::new(root().join("tests/helm/build.sh"))
+        .output()
+        .expect("tests/helm/build.sh runs");
+    assert!(out.status.success(), "building helm: {}", stderr(&out));
+    PathBuf::from(stdout(&out).trim())
+}
+
+/// `helm template` of the chart into the release namespace with `--set` values.
+fn render(helm: &PathBuf, sets: &[&str]) -> String {
+    let chart = root().join("manifests/helm/alfred-webhook");
+    let mut args = vec![
+        "template",
+        "alfred",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "alfred-system",
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    let out = Command::new(helm).args(&args).output().expect("helm runs");
+    assert!(out.status.success(), "helm template: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// Kinds and names of the rendered objects, in order.
+fn objects(manifest: &str) -> Vec<(String, String)> {
+    manifest
+        .split("\n---")
+        .filter_map(|doc| {
+            let value: serde_json::Value = serde_yaml_ng::from_str(doc).ok()?;
+            Some((
+                value["kind"].as_str()?.to_string(),
+                value["metadata"]["name"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn the_chart_renders_and_passes_a_server_side_dry_run() {
+    let helm = helm();
+    let cluster = Cluster::up("helm");
+    cluster.ok(&[
+        "apply",
+        "-f",
+        root()
+            .join("tests/e2e/crds/cert-manager.yaml")
+            .to_str()
+            .unwrap(),
+    ]);
+    cluster.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/certificates.cert-manager.io",
+        "crd/issuers.cert-manager.io",
+    ]);
+    cluster.ok(&["create", "namespace", "alfred-system"]);
+    cluster.ok(&["create", "namespace", "ome"]);
+
+    let dry_run = |manifest: &str| {
+        let out = cluster.kubectl_with(&["apply", "--dry-run=server", "-f", "-"], manifest);
+        assert!(
+            out.status.success(),
+            "server-side dry run: {}",
+            stderr(&out)
+        );
+        stdout(&out)
+    };
+
+    let defaults = render(&helm, &[]);
+    let applied = dry_run(&defaults);
+    let kinds: Vec<String> = objects(&defaults).into_iter().map(|(k, _)| k).collect();
+    for kind in [
+        "ServiceAccount",
+        "ClusterRole",
+        "Role",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+        "Issuer",
+        "Certificate",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
+    assert!(
+        !kinds.iter().any(|k| k == "CustomResourceDefinition"),
+        "OME's CRDs are not the chart's"
+    );
+    assert!(applied.contains("validatingwebhookconfiguration.admissionregistration.k8s.io/alfred-webhook created (server dry run)"), "{applied}");
+    assert!(defaults.contains("cert-manager.io/inject-ca-from: alfred-system/alfred-webhook"));
+    assert!(defaults.contains("failurePolicy: Fail") && defaults.contains("failurePolicy: Ignore"));
+    assert!(defaults.contains("--operator-config-map=ome/inferenceservice-config"));
+    assert!(!defaults.contains("- --default-inference-services"));
+
+    // The same install as the kustomize manifests: the same objects, by kind and name,
+    // but for the Issuer's name.
+    let kustomize = cluster.ok(&[
+        "kustomize",
+        root().join("manifests/webhook").to_str().unwrap(),
+    ]);
+    let mut from_chart: Vec<(String, String)> = objects(&defaults)
+        .into_iter()
+        .filter(|(k, _)| k != "Issuer")
+        .collect();
+    let mut from_kustomize: Vec<(String, String)> = objects(&kustomize)
+        .into_iter()
+        .filter(|(k, _)| k != "Issuer" && k != "Namespace")
+        .collect();
+    from_chart.sort();
+    from_kustomize.sort();
+    assert_eq!(from_chart, from_kustomize);
+
+    // Certificates from a Secret you provide, its CA given; and InferenceService defaulting.
+    let ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==";
+    let secret = render(
+        &helm,
+        &[
+            "certificates.source=secret",
+            "certificates.secret.name=my-webhook-tls",
+            &format!("certificates.secret.caBundle={ca}"),
+            "defaultInferenceServices=true",
+            "failurePolicy.inferenceServices=Ignore",
+        ],
+    );
+    dry_run(&secret);
+    let kinds: Vec<String> = objects(&secret).into_iter().map(|(k, _)| k).collect();
+    assert!(
+        !kinds.iter().any(|k| k == "Certificate" || k == "Issuer"),
+        "{kinds:?}"
+    );
+    assert!(secret.contains("secretName: my-webhook-tls"));
+    assert_eq!(
+        secret.matches(&format!("caBundle: {ca}")).count(),
+        3,
+        "every webhook has the CA"
+    );
+    assert!(!secret.contains("inject-ca-from"));
+    assert!(secret.contains("- --default-inference-services"));
+    assert!(secret.contains(r#"resources: ["inferencereplicas", "inferenceservices"]"#));
+    assert!(!secret.contains("failurePolicy: Fail"));
+
+    // A Secret source without its name and CA is refused when rendering, saying what is missing.
+    let chart = root().join("manifests/helm/alfred-webhook");
+    let out = Command::new(&helm)
+        .args([
+            "template",
+            "alfred",
+            chart.to_str().unwrap(),
+            "--set",
+            "certificates.source=secret",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("is required when certificates.source is secret"),
+        "{}",
+        stderr(&out)
+    );
+}
