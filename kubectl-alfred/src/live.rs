@@ -10,6 +10,7 @@ use kube::{Client, Config};
 use serde::Deserialize;
 
 use crate::GlobalArgs;
+use crate::progress::Progress;
 
 /// Objects per list page.
 pub const PAGE_SIZE: u32 = 500;
@@ -131,13 +132,17 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
     for name in alfred::snapshot::CONFIG_MAP_NAMES {
         requests.push((&CONFIG_MAPS, Some(format!("metadata.name={name}"))));
     }
+    let shown = Progress::start("reading the cluster", requests.len());
     let fetches: Vec<_> = requests
         .into_iter()
         .map(|(kind, selector)| {
             let client = client.clone();
-            tokio::spawn(
-                async move { (kind, list_pages(&client, kind, selector.as_deref()).await) },
-            )
+            let progress = shown.progress();
+            tokio::spawn(async move {
+                let pages = list_pages(&client, kind, selector.as_deref(), &progress).await;
+                progress.list_done();
+                (kind, pages)
+            })
         })
         .collect();
     let discovery = {
@@ -160,6 +165,7 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
                 .map_err(|e| anyhow!("reading {} (page {}): {e}", kind.what, page + 1))?;
         }
     }
+    drop(shown);
     snapshot.info = Some(SnapshotInfo {
         captured_at,
         source: args.context.clone(),
@@ -229,6 +235,7 @@ async fn list_pages(
     client: &Client,
     kind: &Kind,
     field_selector: Option<&str>,
+    progress: &Progress,
 ) -> Result<Option<Vec<String>>> {
     let mut params = ListParams::default().limit(PAGE_SIZE);
     if let Some(selector) = field_selector {
@@ -260,6 +267,7 @@ async fn list_pages(
         let meta: ListMeta = serde_json::from_str(&text)
             .with_context(|| format!("reading the list metadata of {}", kind.what))?;
         pages.push(text);
+        progress.page();
         match meta
             .metadata
             .and_then(|m| m.continue_)

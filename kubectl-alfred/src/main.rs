@@ -4,6 +4,7 @@ mod commands;
 mod complete;
 mod events;
 mod live;
+mod progress;
 mod record;
 mod render;
 mod source;
@@ -16,7 +17,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use commands::{
     completion, drain, explain, journal, migrate, pools, recommend, rollout, simulate, snapshot,
-    solve, status,
+    solve, status, version,
 };
 
 // Snapshots of large clusters allocate millions of small objects from several threads.
@@ -123,6 +124,9 @@ enum Command {
     /// Print a shell completion script (bash, zsh or fish) for `kubectl-alfred`; `kubectl
     /// alfred` completes through `kubectl_complete-alfred` instead (see README).
     Completion(completion::CompletionArgs),
+    /// The plugin's version and, when a cluster is reachable, what Alfred finds there: OME's
+    /// API group, InferenceReplica, the webhook, and whether you may patch InferenceServices.
+    Version,
 }
 
 fn main() -> ExitCode {
@@ -166,6 +170,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Journal(command) => journal::run(&command, &cli.global).await?,
         Command::Status => status::run(&cli.global).await?,
         Command::Completion(args) => completion::run(&args)?,
+        Command::Version => version::run(&cli.global).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -47,7 +47,7 @@ pub fn row_cells(row: &Row) -> Vec<String> {
             row.instance.to_string()
         },
         row.policy.as_str().into(),
-        format!("{:?}", row.reason),
+        row.reason.as_str().into(),
     ]
 }
 
@@ -152,8 +152,9 @@ impl From<&Withhold> for Reasoned {
     }
 }
 
-/// A kubectl-style table: a header line, columns left-aligned and three spaces apart. Linear
-/// in the cells, for outputs of many thousands of rows.
+/// A kubectl-style table: a header line, columns left-aligned and three spaces apart, states
+/// in colour on a terminal ([`colour`]). Linear in the cells, for outputs of many thousands of
+/// rows.
 pub fn columns(out: &mut String, headers: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
@@ -161,21 +162,49 @@ pub fn columns(out: &mut String, headers: &[&str], rows: &[Vec<String>]) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+    let mut line = |cells: &mut dyn Iterator<Item = &str>, paint: bool| {
         let mut text = String::new();
         for (k, (cell, w)) in cells.zip(&widths).enumerate() {
-            if k + 1 == widths.len() {
-                text.push_str(cell);
-            } else {
-                text.push_str(cell);
+            match paint.then(|| state_colour(cell)).flatten() {
+                Some(code) => {
+                    let _ = write!(text, "\x1b[{code}m{cell}\x1b[0m");
+                }
+                None => text.push_str(cell),
+            }
+            if k + 1 < widths.len() {
                 text.extend(std::iter::repeat_n(' ', w - cell.chars().count() + 3));
             }
         }
         out.push_str(text.trim_end());
         out.push('\n');
     };
-    line(&mut headers.iter().copied());
+    line(&mut headers.iter().copied(), false);
+    let paint = colour();
     for row in rows {
-        line(&mut row.iter().map(String::as_str));
+        line(&mut row.iter().map(String::as_str), paint);
+    }
+}
+
+/// Whether tables are coloured: when stdout is a terminal (or `CLICOLOR_FORCE` asks for it),
+/// never when `NO_COLOR` is set (https://no-color.org), never in a pipe.
+pub fn colour() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0");
+        if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
+            return false;
+        }
+        set("CLICOLOR_FORCE") || std::io::IsTerminal::is_terminal(&std::io::stdout())
+    })
+}
+
+/// The SGR colour of a cell that states something worth a glance, by its first word: red for
+/// trouble, yellow for waiting or doubt, green for a request on its way or done.
+fn state_colour(cell: &str) -> Option<&'static str> {
+    match cell.split_whitespace().next()? {
+        "Unhealthy" | "rejected" | "failed" | "stalled" | "refused" => Some("31"),
+        "Suspect" | "Unknown" | "withheld" | "NoSurgeHeadroom" => Some("33"),
+        "submitted" | "acknowledged" | "completed" | "would-submit" => Some("32"),
+        _ => None,
     }
 }

@@ -12,3 +12,4 @@ pub mod simulate;
 pub mod snapshot;
 pub mod solve;
 pub mod status;
+pub mod version;

@@ -111,6 +111,11 @@ impl Cluster {
         cluster
     }
 
+    /// The PATH the cluster's commands run with: the freshly built binaries first.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
     /// `kubectl ARGS` against this cluster, with `stdin` fed in.
     pub fn kubectl_with(&self, args: &[&str], stdin: &str) -> Output {
         let mut child = Command::new("kubectl")

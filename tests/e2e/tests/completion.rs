@@ -93,6 +93,24 @@ fn kubectl_completes_the_plugin_from_a_file_and_from_the_cluster() {
         complete(&cluster, &["pools", "-f", ""]),
         (vec![], ":0".to_string())
     );
+    // On a terminal a live read shows its progress on stderr and states are coloured; in a
+    // pipe (every other call here) neither.
+    let piped = cluster.alfred(&["recommend"]);
+    assert!(!stderr(&piped).contains("reading the cluster") && !stdout(&piped).contains('\x1b'));
+    let out = std::process::Command::new("script")
+        .args(["-qec", "kubectl alfred recommend", "/dev/null"])
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .env("PATH", cluster.path())
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("script runs the command on a terminal");
+    let seen = stdout(&out);
+    assert!(
+        seen.contains("reading the cluster: ") && seen.contains("lists, "),
+        "{seen}"
+    );
+    assert!(seen.contains("\x1b[31mUnhealthy\x1b[0m"), "{seen}");
+
     // An unreadable source completes nothing, quietly.
     let (none, directive) = complete(&cluster, &["explain", "-f", "/nonexistent.yaml", ""]);
     assert!(none.is_empty() && directive == ":4");
