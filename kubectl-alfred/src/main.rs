@@ -144,7 +144,8 @@ fn main() -> ExitCode {
     };
     if completing {
         runtime.block_on(complete::run(&words[1..]));
-        return ExitCode::SUCCESS;
+        // A read past the deadline may still run on a blocking thread: not waited for.
+        std::process::exit(0);
     }
     let cli = Cli::parse();
     match runtime.block_on(run(cli)) {

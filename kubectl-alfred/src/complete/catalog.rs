@@ -19,8 +19,8 @@ use serde_json::value::RawValue;
 
 use crate::{GlobalArgs, live, source};
 
-/// The longest completion waits for the cluster.
-const CLUSTER_WAIT: Duration = Duration::from_secs(1);
+/// The longest completion reads its source, file or cluster.
+const DEADLINE: Duration = Duration::from_secs(1);
 
 /// What a completion needs read.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -49,15 +49,23 @@ pub struct Catalog {
 
 impl Catalog {
     /// What `wanted` needs, or nothing when the source cannot be read.
+    /// What `wanted` needs, or nothing when the source cannot be read within [`DEADLINE`]
+    /// (a shell must never hang on a tab).
     pub async fn read(global: &GlobalArgs, wanted: Wanted) -> Catalog {
-        match &global.file {
-            Some(path) => from_file(path, wanted).unwrap_or_default(),
-            None => tokio::time::timeout(CLUSTER_WAIT, from_cluster(global, wanted))
-                .await
-                .ok()
-                .flatten()
-                .unwrap_or_default(),
-        }
+        let read = async {
+            match global.file.clone() {
+                Some(path) => tokio::task::spawn_blocking(move || from_file(&path, wanted))
+                    .await
+                    .ok()
+                    .flatten(),
+                None => from_cluster(global, wanted).await,
+            }
+        };
+        tokio::time::timeout(DEADLINE, read)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default()
     }
 
     fn add_workload(&mut self, namespace: &str, name: &str, components: Vec<ComponentKind>) {
@@ -139,6 +147,14 @@ struct Components {
 fn from_file(path: &str, wanted: Wanted) -> Option<Catalog> {
     let text = source::read_text(path, "snapshot").ok()?;
     let mut catalog = Catalog::default();
+    if text.trim_start().starts_with(['{', '[']) {
+        // JSON in one pass: the checks a command makes on its input are its own, not
+        // completion's, which only offers names.
+        for item in serde_json::Deserializer::from_str(&text).into_iter::<Item<'_>>() {
+            scan(&mut catalog, item.ok()?, wanted);
+        }
+        return Some(catalog);
+    }
     alfred::input::for_each_document(
         &text,
         |_, json| {

@@ -26,7 +26,9 @@ pub async fn run(words: &[String]) {
     }
     out.push_str(&format!(":{directive}\n"));
     // A closed pipe (the shell gave up) is not worth reporting.
-    let _ = std::io::Write::write_all(&mut std::io::stdout(), out.as_bytes());
+    let mut stdout = std::io::stdout().lock();
+    let _ = std::io::Write::write_all(&mut stdout, out.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut stdout));
 }
 
 /// What a line typed so far amounts to.
