@@ -120,36 +120,36 @@ fn answer<T>(result: Result<T, kube::Error>) -> Answer<T> {
 }
 
 async fn webhook_configurations(client: &Client) -> Result<Vec<String>, kube::Error> {
-    let all = ListParams::default();
-    let mut found = Vec::new();
-    for c in Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .list(&all)
-        .await?
-    {
-        if ours(c.webhooks.iter().flatten().map(|w| &w.name)) {
-            found.push(format!(
-                "ValidatingWebhookConfiguration/{}",
-                c.metadata.name.unwrap_or_default()
-            ));
-        }
-    }
-    for c in Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .list(&all)
-        .await?
-    {
-        if ours(c.webhooks.iter().flatten().map(|w| &w.name)) {
-            found.push(format!(
-                "MutatingWebhookConfiguration/{}",
-                c.metadata.name.unwrap_or_default()
-            ));
-        }
-    }
+    let mut found = with_alfreds_webhooks::<ValidatingWebhookConfiguration>(client, |c| {
+        c.webhooks.iter().flatten().map(|w| &w.name).collect()
+    })
+    .await?;
+    found.extend(
+        with_alfreds_webhooks::<MutatingWebhookConfiguration>(client, |c| {
+            c.webhooks.iter().flatten().map(|w| &w.name).collect()
+        })
+        .await?,
+    );
     Ok(found)
 }
 
-/// Whether any of the webhook names is one of Alfred's.
-fn ours<'a>(mut names: impl Iterator<Item = &'a String>) -> bool {
-    names.any(|n| n.ends_with(WEBHOOK_SUFFIX))
+/// `Kind/name` of each configuration of kind `K` that registers one of Alfred's webhooks.
+async fn with_alfreds_webhooks<K>(
+    client: &Client,
+    names: fn(&K) -> Vec<&String>,
+) -> Result<Vec<String>, kube::Error>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let kind = K::kind(&());
+    let list = Api::<K>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
+    Ok(list
+        .into_iter()
+        .filter(|c| names(c).iter().any(|n| n.ends_with(WEBHOOK_SUFFIX)))
+        .map(|c| format!("{kind}/{}", c.meta().name.as_deref().unwrap_or_default()))
+        .collect())
 }
 
 /// Whether the caller may patch InferenceServices in every namespace (asked of the API server,

@@ -249,6 +249,16 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The demo cluster snapshot (`manifests/examples/demo-cluster.yaml`), which seeds clusters.
+pub fn demo() -> PathBuf {
+    workspace().join("manifests/examples/demo-cluster.yaml")
+}
+
+/// The demo snapshot's path as an argument.
+pub fn demo_arg() -> String {
+    demo().display().to_string()
+}
+
 /// The shipped webhook configurations (`manifests/webhook/webhooks.yaml`) registered by URL
 /// instead of through the Service: same rules, selectors, timeouts and failure policies.
 pub fn shipped_hooks() -> String {

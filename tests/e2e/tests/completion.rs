@@ -2,18 +2,7 @@
 //! on a tab; kubectl finds `kubectl_complete-alfred` on PATH and passes the words on. Objects
 //! come from `-f FILE` when given, else from the cluster.
 
-use std::path::Path;
-
-use alfred_e2e::{Cluster, stderr, stdout};
-
-fn demo() -> String {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../manifests/examples/demo-cluster.yaml"
-    ))
-    .display()
-    .to_string()
-}
+use alfred_e2e::{Cluster, demo, demo_arg, stderr, stdout};
 
 /// The candidates (without descriptions) and the directive of one completion.
 fn complete(cluster: &Cluster, words: &[&str]) -> (Vec<String>, String) {
@@ -40,8 +29,8 @@ fn complete(cluster: &Cluster, words: &[&str]) -> (Vec<String>, String) {
 #[ignore = "needs the local control plane: make e2e"]
 fn kubectl_completes_the_plugin_from_a_file_and_from_the_cluster() {
     let cluster = Cluster::up("completion");
-    cluster.seed(Path::new(&demo()));
-    let demo = demo();
+    cluster.seed(&demo());
+    let demo = demo_arg();
 
     let (from_file, directive) = complete(&cluster, &["explain", "-f", &demo, "ch"]);
     assert_eq!(directive, ":4", "objects are not file names");

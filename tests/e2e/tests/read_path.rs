@@ -1,22 +1,13 @@
 //! The read path against a real API server: a cluster seeded from the demo snapshot, read
 //! live by `kubectl alfred`, written as a snapshot, and read back: the same picture each way.
 
-use std::path::Path;
-
-use alfred_e2e::{Cluster, stderr, stdout};
-
-fn demo() -> &'static Path {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../manifests/examples/demo-cluster.yaml"
-    ))
-}
+use alfred_e2e::{Cluster, demo, demo_arg, stderr, stdout};
 
 #[test]
 #[ignore = "needs the local control plane: make e2e"]
 fn live_reads_equal_snapshot_reads() {
     let cluster = Cluster::up("read-path");
-    cluster.seed(demo());
+    cluster.seed(&demo());
 
     // Everything evaluated at the demo's capture time, so time-based states agree.
     const NOW: &str = "2026-09-28T10:15:00Z";
@@ -24,7 +15,7 @@ fn live_reads_equal_snapshot_reads() {
     let live = cluster.alfred(&["pools", "--now", NOW]);
     assert!(live.status.success(), "{}", stderr(&live));
     cluster.assert_one_read(mark);
-    let from_demo = cluster.alfred(&["pools", "--now", NOW, "-f", &demo().display().to_string()]);
+    let from_demo = cluster.alfred(&["pools", "--now", NOW, "-f", &demo_arg()]);
     assert_eq!(
         stdout(&live),
         stdout(&from_demo),

@@ -3,20 +3,12 @@
 //! of the same name. The demo the clusters are seeded from stores one component's rows as
 //! ColumnarV2, so every live read here decodes that form from a real API server.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use alfred_e2e::{Cluster, stderr, stdout};
+use alfred_e2e::{Cluster, demo, stderr, stdout};
 use serde_json::Value;
 
 const NOW: &str = "2026-09-28T10:15:00Z";
-
-fn demo() -> PathBuf {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../manifests/examples/demo-cluster.yaml"
-    ))
-    .to_path_buf()
-}
 
 /// The demo without the objects of `kinds`, written into the cluster's run directory.
 fn demo_without(cluster: &Cluster, kinds: &[&str]) -> PathBuf {

@@ -2,19 +2,8 @@
 //! what they read from the demo file, with a fixed number of list calls; `--record` updates the
 //! recommendations ConfigMap the way Alfred does.
 
-use std::path::Path;
-
-use alfred_e2e::{Cluster, stderr, stdout};
+use alfred_e2e::{Cluster, demo, demo_arg, stderr, stdout};
 use serde_json::Value;
-
-fn demo() -> String {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../manifests/examples/demo-cluster.yaml"
-    ))
-    .display()
-    .to_string()
-}
 
 const NOW: &str = "2026-09-28T10:15:00Z";
 
@@ -36,13 +25,13 @@ fn data(cluster: &Cluster) -> serde_json::Map<String, Value> {
 #[ignore = "needs the local control plane: make e2e"]
 fn recommend_explain_and_drain_live() {
     let cluster = Cluster::up("recommend");
-    cluster.seed(Path::new(&demo()));
+    cluster.seed(&demo());
 
     let mark = cluster.audit_mark();
     let live = cluster.alfred(&["recommend", "-o", "json", "--now", NOW]);
     assert!(live.status.success(), "{}", stderr(&live));
     cluster.assert_one_read(mark);
-    let from_file = cluster.alfred(&["recommend", "-o", "json", "--now", NOW, "-f", &demo()]);
+    let from_file = cluster.alfred(&["recommend", "-o", "json", "--now", NOW, "-f", &demo_arg()]);
     // The same document, but for the node UIDs the API server gave the seeded nodes.
     let without_uids = |text: String| {
         let mut doc: Value = serde_json::from_str(&text).unwrap();
@@ -80,7 +69,7 @@ fn recommend_explain_and_drain_live() {
     ] {
         let live = cluster.alfred(&args);
         let mut with_file = args.clone();
-        let path = demo();
+        let path = demo_arg();
         with_file.extend(["-f", &path]);
         let file = cluster.alfred(&with_file);
         assert_eq!(
