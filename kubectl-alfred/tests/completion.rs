@@ -124,6 +124,16 @@ fn commands_flags_and_values_come_from_the_definitions() {
     assert_eq!(complete(&["completion", ""]).0, ["bash", "fish", "zsh"]);
     // File arguments are the shell's to complete.
     assert_eq!(complete(&["--config", ""]), (vec![], ":0".to_string()));
+    // `-f -` (standard input) is not read while completing; odd lines complete nothing.
+    assert_eq!(
+        complete(&["explain", "-f", "-", "ch"]),
+        (vec![], ":4".to_string())
+    );
+    assert_eq!(complete(&[]), (vec![], ":4".to_string()));
+    assert_eq!(
+        complete(&["no-such-command", "x"]),
+        (vec![], ":4".to_string())
+    );
     // Without -f the cluster is asked; none is reachable here, so nothing, quietly.
     assert_eq!(complete(&["explain", "ch"]), (vec![], ":4".to_string()));
 }

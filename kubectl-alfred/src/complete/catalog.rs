@@ -145,6 +145,9 @@ struct Components {
 }
 
 fn from_file(path: &str, wanted: Wanted) -> Option<Catalog> {
+    if path == "-" {
+        return None; // standard input is the shell's, not a snapshot, while completing
+    }
     let text = source::read_text(path, "snapshot").ok()?;
     let mut catalog = Catalog::default();
     if text.trim_start().starts_with(['{', '[']) {
