@@ -57,9 +57,9 @@ bench: ## Benchmarks: snapshot load (10k nodes, 80k pods), decision pass (10k no
 bench-trace: ## Consolidation plans on the openb trace: make bench-trace OPENB=DIR (the trace's CSV files)
 	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }
 	$(CARGO) build -q --release -p alfred-shared --example trace_bench
-	for list in default multigpu50; do for seed in 1 2 3; do \
+	for list in default multigpu50; do for seed in 1 2 3; do for nodes in "" "--eight-gpu-nodes 10000"; do \
 	  ./target/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
-	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed $$seed || exit 1; done; done
+	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed $$seed $$nodes || exit 1; done; done; done
 
 install: ## Put kubectl-alfred and its completion helper on PATH (so `kubectl alfred` works and completes)
 	$(CARGO) install --locked --path kubectl-alfred

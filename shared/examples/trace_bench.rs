@@ -9,8 +9,8 @@
 //! `--eight-gpu-nodes N` replaces the node list with N 8-GPU nodes of the trace's commonest
 //! 8-GPU type. Reports pending GPUs placeable (largest first, best fit) and whole free nodes
 //! now, after the plan and after the ideal repack (first-fit decreasing of every movable
-//! Instance, other pods pinned), the plan's moves and GPUs moved, a lower bound on moves, and
-//! the time to plan.
+//! Instance but those that fill their node, other pods pinned), the plan's moves and GPUs
+//! moved, a lower bound on moves, and the time to plan.
 
 use std::time::Instant;
 
@@ -102,7 +102,20 @@ fn run() -> Result<(), String> {
     let free_now: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_free).collect();
     let now_ = consolidate::placeable(&ctx, &free_now);
     let mut free_ideal = free_now.clone();
-    for pool in score::score_pools(&ctx, &movable) {
+    // An Instance that fills its node stays: moving it only swaps which node is full.
+    let repackable: Vec<bool> = cluster
+        .instances
+        .iter()
+        .zip(&movable)
+        .map(|(inst, &m)| {
+            m && !inst.pods.iter().any(|&p| {
+                let pod = &cluster.pods[p];
+                pod.host
+                    .is_some_and(|n| pod.gpus >= cluster.nodes[n].gpu_total)
+            })
+        })
+        .collect();
+    for pool in score::score_pools(&ctx, &repackable) {
         for m in &pool.repack_moves {
             let gpus = cluster.pods[m.pod].gpus;
             free_ideal[pool.bins[m.from].index] += gpus;

@@ -4,11 +4,17 @@
 //!
 //! The pending pods are placed first, largest first, each on the fullest node it fits (best
 //! fit); what they take is reserved. An action frees room on one node by moving the fewest of
-//! its movable Instances (largest first) onto other nodes' unreserved room (best fit), so no
-//! pending pod already placeable loses its place and every step is a surge with room for the
-//! new pods while the old ones run; a pod larger than any room first moves a smaller Instance
-//! out of the node with the most room, to make it. Each round takes the action that makes the most pending
-//! GPUs placeable per move; the plan stops when no action makes anything more placeable.
+//! its movable Instances (largest first) onto other nodes' unreserved room, so no pending pod
+//! already placeable loses its place and every step is a surge with room for the new pods
+//! while the old ones run; a pod larger than any room first moves a smaller Instance out of
+//! the node with the most room, to make it. Each round takes the action that makes the most
+//! pending GPUs placeable per move; the plan stops when no action makes anything more
+//! placeable.
+//!
+//! Two rules keep the greedy from spoiling the nodes later rounds empty: moves land on nodes
+//! that cannot be emptied anyway (they hold GPUs that stay, or are promised to pending pods)
+//! before nodes that could be (best fit within each), and while pods that need a whole node
+//! wait, a node that could be emptied for them is only ever emptied whole.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -128,6 +134,8 @@ struct Planner<'a, 's> {
     /// Per node: free GPUs, and GPUs reserved for pending pods placed there.
     free: Vec<i64>,
     reserved: Vec<i64>,
+    /// Per node: GPUs that stay, held by pods that never move or by Instances moved there.
+    fixed: Vec<i64>,
     /// Nodes pending pods and moved pods may use.
     host: Vec<bool>,
     target: Vec<bool>,
@@ -143,8 +151,9 @@ struct Planner<'a, 's> {
     /// Per node: the movables with a pod there.
     on_node: Vec<Vec<usize>>,
     moved: Vec<bool>,
-    /// Per pool: (unreserved room, node) of the target nodes, for best fit.
-    room: HashMap<String, BTreeSet<(i64, usize)>>,
+    /// Per pool: (rank, unreserved room, node) of the target nodes, for best fit on nodes
+    /// that cannot be emptied anyway (rank 0) before nodes that could (rank 1).
+    room: HashMap<String, BTreeSet<(u8, i64, usize)>>,
     /// Per node, while nothing on it changes: each prefix of its eviction order.
     candidates: Vec<Option<Vec<Prefix>>>,
     /// Per node: bumped whenever it changes, so older bounds of it are dropped.
@@ -155,6 +164,8 @@ struct Planner<'a, 's> {
     dirty: Vec<usize>,
     /// Per pool: the most room one node had when the candidates were worked out.
     largest_room: HashMap<String, i64>,
+    /// Per signature: the largest pending pod still waiting.
+    largest_waiting: Vec<i64>,
 }
 
 /// The plan, within `max_moves` if given. `movable[i]`: Instance i passes defragmentation
@@ -282,8 +293,15 @@ impl<'a, 's> Planner<'a, 's> {
             };
             list.sort_by_key(|&m| (std::cmp::Reverse(gpus(m)), m));
         }
+        let mut fixed: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_used).collect();
+        for movable in &movables {
+            for &(n, gpus) in &movable.pods {
+                fixed[n] -= gpus;
+            }
+        }
         let mut planner = Planner {
             ctx,
+            fixed,
             free: cluster.nodes.iter().map(|n| n.gpu_free).collect(),
             reserved: vec![0; cluster.nodes.len()],
             host,
@@ -302,6 +320,7 @@ impl<'a, 's> Planner<'a, 's> {
             bounds: std::collections::BinaryHeap::new(),
             dirty: (0..cluster.nodes.len()).collect(),
             largest_room: HashMap::new(),
+            largest_waiting: Vec::new(),
         };
         for n in 0..cluster.nodes.len() {
             planner.index_room(n, true);
@@ -315,12 +334,19 @@ impl<'a, 's> Planner<'a, 's> {
 
     /// Changes a node's free and reserved GPUs, keeping the room index and the node's cached
     /// candidates current.
-    fn change(&mut self, n: usize, free: i64, reserved: i64) {
+    fn change(&mut self, n: usize, free: i64, reserved: i64, fixed: i64) {
         self.index_room(n, false);
         self.free[n] += free;
         self.reserved[n] += reserved;
+        self.fixed[n] += fixed;
         self.index_room(n, true);
         self.invalidate(n);
+    }
+
+    /// 0 for a node that cannot be emptied anyway (it holds GPUs that stay, or is promised to
+    /// pending pods): room there is used first, keeping other nodes free to empty.
+    fn rank(&self, n: usize) -> u8 {
+        u8::from(self.fixed[n] <= 0 && self.reserved[n] <= 0)
     }
 
     fn invalidate(&mut self, n: usize) {
@@ -336,7 +362,7 @@ impl<'a, 's> Planner<'a, 's> {
         let Some(pool) = node.pool.as_ref().filter(|_| self.target[n]) else {
             return;
         };
-        let key = (self.spare(n), n);
+        let key = (self.rank(n), self.spare(n), n);
         let set = self.room.entry(pool.clone()).or_default();
         if add {
             set.insert(key);
@@ -368,7 +394,7 @@ impl<'a, 's> Planner<'a, 's> {
                 .filter(|&n| allowed[n] && self.spare(n) >= gpus)
                 .min_by_key(|&n| (self.spare(n), n));
             if let Some(n) = best {
-                self.change(n, 0, gpus);
+                self.change(n, 0, gpus, 0);
                 self.placed[k] = true;
             }
         }
@@ -402,6 +428,16 @@ impl<'a, 's> Planner<'a, 's> {
         gained
     }
 
+    /// The largest pending pod still waiting that a node of signature `sig` allows.
+    fn largest_waiting_for(&self, sig: usize) -> i64 {
+        let allowed = &self.signatures[sig];
+        (0..self.needs.len())
+            .filter(|&k| !self.placed[k] && allowed.contains(&self.needs[k].class))
+            .map(|k| self.needs[k].gpus)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// A movable's GPUs on one node.
     fn gpus_on(&self, m: usize, n: usize) -> i64 {
         self.movables[m]
@@ -424,9 +460,19 @@ impl<'a, 's> Planner<'a, 's> {
         self.largest_room = self
             .room
             .iter()
-            .map(|(pool, set)| (pool.clone(), set.last().map_or(0, |r| r.0)))
+            .map(|(pool, set)| (pool.clone(), set.iter().map(|r| r.1).max().unwrap_or(0)))
             .collect();
         let mut cache: FxMap<(usize, i64), i64> = FxMap::default();
+        let largest_waiting: Vec<i64> = (0..self.signatures.len())
+            .map(|sig| self.largest_waiting_for(sig))
+            .collect();
+        if largest_waiting != self.largest_waiting {
+            // Which nodes may be half emptied changes: work every node out again.
+            self.largest_waiting = largest_waiting;
+            for n in 0..self.free.len() {
+                self.invalidate(n);
+            }
+        }
         for n in std::mem::take(&mut self.dirty) {
             if self.candidates[n].is_some()
                 || !self.host[n]
@@ -435,7 +481,14 @@ impl<'a, 's> Planner<'a, 's> {
                 continue;
             }
             let candidates = self.node_candidates(n);
+            // A node that could be emptied is emptied whole, not spoiled by half-emptying it,
+            // while pods that need a whole node of its size wait.
+            let whole_only = self.rank(n) == 1
+                && self.largest_waiting[self.signature[n]] >= self.ctx.cluster.nodes[n].gpu_total;
             for (k, prefix) in candidates.iter().enumerate() {
+                if whole_only && k + 1 < candidates.len() {
+                    continue;
+                }
                 let least = self.least_moves(n, prefix);
                 let gained = self.gained(&mut cache, n, prefix.room);
                 if gained > 0 {
@@ -455,7 +508,11 @@ impl<'a, 's> Planner<'a, 's> {
         let mut best: Option<(f64, i64, Trial)> = None;
         let mut tried: Vec<Bound> = Vec::new();
         while let Some(c) = self.bounds.pop() {
-            if best.as_ref().is_some_and(|b| c.ratio < b.0) {
+            // Later bounds are no higher: none can beat the best (ratio, then GPUs seated).
+            if best
+                .as_ref()
+                .is_some_and(|b| (c.ratio, c.gained) <= (b.0, b.1))
+            {
                 self.bounds.push(c);
                 break;
             }
@@ -483,11 +540,15 @@ impl<'a, 's> Planner<'a, 's> {
             }
             let order = self.eviction_order(c.node);
             let trial = self.trial(c.node, &order[..c.prefix]);
-            tried.push(c);
+            // A tried candidate comes back at the ratio its moves gave: the room its pods
+            // need rarely grows, so trying it again each round at its first bound is wasted.
+            let ratio = trial
+                .as_ref()
+                .map_or(c.ratio, |t| gained as f64 / t.moves.len() as f64);
+            tried.push(Bound { ratio, gained, ..c });
             let Some(trial) = trial.filter(|t| t.moves.len() <= budget) else {
                 continue;
             };
-            let ratio = gained as f64 / trial.moves.len() as f64;
             let better = best.as_ref().is_none_or(|b| {
                 (ratio, gained, std::cmp::Reverse(trial.moves.len()))
                     > (b.0, b.1, std::cmp::Reverse(b.2.moves.len()))
@@ -615,17 +676,21 @@ impl<'a, 's> Planner<'a, 's> {
                 self.target[n] && self.ctx.cluster.nodes[n].pool.as_ref() == Some(&movable.pool)
             })
             .filter(|&n| usable(n))
-            .min_by_key(|&n| (room(n), n));
-        let indexed = self
-            .room
-            .get(&movable.pool)?
-            .range((gpus, 0)..)
-            .map(|&(_, n)| n)
-            .find(|&n| {
-                !trial.delta.contains_key(&n) && !extra.iter().any(|e| e.0 == n) && usable(n)
-            });
+            .min_by_key(|&n| (self.rank(n), room(n), n));
+        let index = self.room.get(&movable.pool)?;
+        let indexed = (0..2u8).find_map(|rank| {
+            index
+                .range((rank, gpus, 0)..(rank + 1, 0, 0))
+                .map(|&(_, _, n)| n)
+                .find(|&n| {
+                    !trial.delta.contains_key(&n) && !extra.iter().any(|e| e.0 == n) && usable(n)
+                })
+        });
         match (changed, indexed) {
-            (Some(a), Some(b)) => Some(if (room(a), a) <= (room(b), b) { a } else { b }),
+            (Some(a), Some(b)) => {
+                let key = |n: usize| (self.rank(n), room(n), n);
+                Some(if key(a) <= key(b) { a } else { b })
+            }
             (a, b) => a.or(b),
         }
     }
@@ -636,16 +701,19 @@ impl<'a, 's> Planner<'a, 's> {
     fn chained(&self, trial: &mut Trial, m: usize, gpus: i64) -> Option<usize> {
         let movable = &self.movables[m];
         let component = self.ctx.cluster.instances[movable.instance].component;
-        // (moves, node, the (movable, target) moves that make the room)
-        let mut best: Option<(usize, usize, Chain)> = None;
+        // ((rank, moves), node, the (movable, target) moves that make the room): room made on
+        // a node that cannot be emptied anyway first, then the fewest moves.
+        let mut best: Option<((u8, usize), usize, Chain)> = None;
         // Nodes with the most room short of `gpus` first: they need the fewest moves.
         let room_index = self.room.get(&movable.pool)?;
-        let nodes = room_index
-            .range(..(gpus, 0))
-            .rev()
-            .map(|&(_, n)| n)
-            .filter(|n| !trial.delta.contains_key(n))
-            .take(CHAIN_SCAN);
+        let nodes = (0..2u8).flat_map(|rank| {
+            room_index
+                .range((rank, 0, 0)..(rank, gpus, 0))
+                .rev()
+                .map(|&(_, _, n)| n)
+                .filter(|n| !trial.delta.contains_key(n))
+                .take(CHAIN_SCAN)
+        });
         let changed: Vec<usize> = trial
             .delta
             .keys()
@@ -654,10 +722,14 @@ impl<'a, 's> Planner<'a, 's> {
             .filter(|&n| self.ctx.cluster.nodes[n].pool.as_ref() == Some(&movable.pool))
             .collect();
         for n in changed.into_iter().chain(nodes) {
-            if best.as_ref().is_some_and(|b| b.0 <= 1) {
+            let rank = self.rank(n);
+            if best.as_ref().is_some_and(|b| b.0 <= (0, 1)) {
                 break;
             }
-            if trial.leaving.contains(&n) || !self.ctx.model_allows(component, n) {
+            if best.as_ref().is_some_and(|b| b.0 <= (rank, 1))
+                || trial.leaving.contains(&n)
+                || !self.ctx.model_allows(component, n)
+            {
                 continue;
             }
             let mut room = self.spare_in(trial, n);
@@ -680,7 +752,7 @@ impl<'a, 's> Planner<'a, 's> {
             let mut plan: Chain = Vec::new();
             let mut extra: Vec<(usize, i64)> = Vec::new();
             for &x in &smaller {
-                if room >= gpus || best.as_ref().is_some_and(|b| plan.len() + 1 >= b.0) {
+                if room >= gpus || best.as_ref().is_some_and(|b| b.0 <= (rank, plan.len() + 1)) {
                     break;
                 }
                 let g = self.gpus_on(x, n);
@@ -691,8 +763,8 @@ impl<'a, 's> Planner<'a, 's> {
                 plan.push((x, to));
                 room += g;
             }
-            if room >= gpus && best.as_ref().is_none_or(|b| plan.len() < b.0) {
-                best = Some((plan.len(), n, plan));
+            if room >= gpus && best.as_ref().is_none_or(|b| (rank, plan.len()) < b.0) {
+                best = Some(((rank, plan.len()), n, plan));
             }
         }
         let (_, n, plan) = best?;
@@ -715,12 +787,12 @@ impl<'a, 's> Planner<'a, 's> {
             let mut pods = self.movables[m].pods.clone();
             pods.sort_by_key(|p| std::cmp::Reverse(p.1));
             for (&(_, gpus), &t) in pods.iter().zip(&to) {
-                self.change(t, -gpus, 0);
+                self.change(t, -gpus, 0, gpus);
             }
             // The old pods go once the new ones run.
             for &(from, gpus) in &pods {
                 let back = gpus.min(cluster.nodes[from].gpu_total - self.free[from]);
-                self.change(from, back, 0);
+                self.change(from, back, 0, 0);
                 freed.insert(from);
             }
             self.moved[m] = true;
