@@ -102,6 +102,10 @@ pub struct Defragmentation {
     /// Prior weight per ladder size, normalised to sum to 1.
     pub size_prior: BTreeMap<i64, f64>,
     pub pending_urgency_tau_minutes: i64,
+    /// Beyond the reference (`followPlan`, off by default): each pool's defragmentation
+    /// candidate is the next step of the fewest-move consolidation plan, valued at the
+    /// plan's fragmentation drop in the pool instead of the single move's.
+    pub follow_plan: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -203,6 +207,7 @@ impl Default for Config {
                 demand_blend_lambda: 0.3,
                 size_prior: default_size_prior(),
                 pending_urgency_tau_minutes: 30,
+                follow_plan: false,
             },
             node_health: NodeHealth {
                 enabled: true,
@@ -316,6 +321,7 @@ struct RawDefragmentation {
     fragmentation_threshold: Option<f64>,
     aggressiveness: Option<String>,
     scoring: Option<RawScoring>,
+    follow_plan: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -727,6 +733,7 @@ fn resolve_defragmentation(
         demand_blend_lambda,
         size_prior,
         pending_urgency_tau_minutes,
+        follow_plan: raw.follow_plan.unwrap_or(d.defragmentation.follow_plan),
     })
 }
 

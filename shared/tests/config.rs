@@ -43,6 +43,10 @@ fn every_default() {
         BTreeMap::from([(1, 0.1), (2, 0.1), (4, 0.2), (8, 0.6)])
     );
     assert_eq!(d.pending_urgency_tau_minutes, 30);
+    assert!(
+        !d.follow_plan,
+        "following the consolidation plan is an extension, off"
+    );
     let h = &c.node_health;
     assert!(h.enabled);
     assert_eq!(h.aggressiveness, Aggressiveness::Balanced);
@@ -100,6 +104,16 @@ fn zero_means_default_for_integers_and_durations_but_not_numbers_or_bools() {
     assert_eq!(c.defragmentation.fragmentation_threshold, 0.0);
     assert_eq!(c.defragmentation.demand_blend_lambda, 0.0);
     assert_eq!(c.defragmentation.size_ladder, vec![1, 2, 4, 8]);
+}
+
+#[test]
+fn following_the_consolidation_plan_is_a_boolean() {
+    let c = parse("schemaVersion: 1\npolicies: {defragmentation: {followPlan: true}}\n").unwrap();
+    assert!(c.defragmentation.follow_plan);
+    let e = parse("schemaVersion: 1\npolicies: {defragmentation: {followPlan: sometimes}}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("followPlan"), "{e}");
 }
 
 #[test]

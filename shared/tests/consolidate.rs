@@ -118,7 +118,11 @@ fn a_node_that_could_be_emptied_is_not_spoiled_for_a_smaller_pod() {
         .omenative("team", "a-one", &[("a", 1)])
         .omenative("team", "a-one-more", &[("a", 1)])
         .omenative("team", "b-two", &[("b", 2)])
-        .omenative("team", "pinned", &[("b", 4), ("c", 6), ("d", 6), ("e", 6), ("f", 6)])
+        .omenative(
+            "team",
+            "pinned",
+            &[("b", 4), ("c", 6), ("d", 6), ("e", 6), ("f", 6)],
+        )
         .annotate("pinned", "alfred.ome.io/movable", "false")
         .pending("team", "big-0", 8, 20, "big")
         .pending("team", "half-0", 4, 20, "half");

@@ -749,3 +749,105 @@ fn a_full_journal_refuses_the_new_entry() {
     );
     assert!(h.0.borrow().annotated.is_empty());
 }
+
+/// Beyond the reference (`policies.defragmentation.followPlan`): an 8-GPU pod waits; node a
+/// holds three 1-GPU Instances and b and c hold pods that stay. No single move lowers the
+/// pool's fragmentation by more than its cost, but emptying a (three moves) does.
+fn consolidation() -> World {
+    World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .node("c", 8)
+        .omenative("team", "x1", &[("a", 1)])
+        .omenative("team", "x2", &[("a", 1)])
+        .omenative("team", "x3", &[("a", 1)])
+        .omenative("team", "pinned", &[("b", 6), ("c", 7)])
+        .annotate("pinned", "alfred.ome.io/movable", "false")
+        .pending("team", "big-0", 8, 60, "big")
+}
+
+/// Execute mode with a bin-packing scheduler, following the plan or not.
+fn consolidating(follow: bool) -> Config {
+    Config::parse(&format!(
+        "{EXEC}scheduling: {{profiles: {{default-scheduler: {{backend: kube-scheduler, schedulerVersion: v1.34, configurationID: binpack, scoringStrategy: MostAllocated}}}}}}\npolicies: {{defragmentation: {{followPlan: {follow}}}}}\n"
+    ))
+    .unwrap()
+}
+
+fn pass_with(h: &Handle, config: &Config) -> Result<run::Report, PassError> {
+    let mut store = h.clone();
+    block_on(async move { run::run_pass(&mut store, config, Options { dry_run: false }).await })
+}
+
+/// OME takes the request and completes it, and the moved pod runs on its predicted node.
+fn carry_out(h: &Handle, entry: &alfred::execute::journal::Entry) {
+    let mut c = h.0.borrow_mut();
+    c.now += SignedDuration::from_mins(1);
+    c.ome_step();
+    c.ome_step();
+    let now = c.now;
+    let name = format!("{}-engine-0-default-0", entry.workload.name);
+    let pod = c
+        .world
+        .items
+        .iter_mut()
+        .find(|i| i["metadata"]["name"] == name.as_str())
+        .unwrap();
+    pod["spec"]["nodeName"] = json!(entry.targets[0]);
+    pod["status"]["startTime"] = json!(now.to_string());
+}
+
+#[test]
+fn following_the_plan_carries_out_its_steps_one_pass_at_a_time() {
+    // Off (the reference): each single move is advice, nothing is sent.
+    let h = Handle(Rc::new(RefCell::new(Cluster::new(consolidation()))));
+    let off = pass_with(&h, &consolidating(false)).unwrap();
+    assert!(off.sent.is_none());
+    let advice: Vec<String> = off
+        .rows()
+        .iter()
+        .filter(|r| r.workload.starts_with("team/x"))
+        .map(|r| r.why().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(advice, vec!["NonExecutableObservedFragmentation"; 3]);
+
+    // On: the plan's three moves go one a pass, each once the one before completed and the
+    // per-node cooldown on a (their source) ran out.
+    let config = consolidating(true);
+    let mut moved = Vec::new();
+    for step in 0..3 {
+        let report = pass_with(&h, &config).unwrap();
+        let (_, entry) = report
+            .sent
+            .clone()
+            .unwrap_or_else(|| panic!("step {step}: nothing sent: {:?}", outcomes(&report)));
+        // The plan's other moves wait: one move a pass.
+        assert!(
+            outcomes(&report)
+                .iter()
+                .all(|o| o.1 != RowOutcome::Submitted || o.0 == format!("{}/0", entry.workload)),
+            "{:?}",
+            outcomes(&report)
+        );
+        moved.push((entry.workload.to_string(), entry.targets.clone()));
+        carry_out(&h, &entry);
+        let settled = pass_with(&h, &config).unwrap();
+        assert!(settled.sent.is_none(), "the source node cools first");
+        h.0.borrow_mut().now += SignedDuration::from_mins(11);
+    }
+    assert_eq!(
+        moved,
+        vec![
+            ("team/x1".to_string(), vec!["c".to_string()]),
+            ("team/x2".to_string(), vec!["b".to_string()]),
+            ("team/x3".to_string(), vec!["b".to_string()]),
+        ]
+    );
+    // a is empty: the pod that waited fits, and nothing more is worth a move.
+    let done = pass_with(&h, &config).unwrap();
+    assert!(done.sent.is_none(), "{:?}", outcomes(&done));
+    assert_eq!(done.plan.decision.pools[0].largest_free_block, 8);
+    let c = h.0.borrow();
+    assert_eq!(c.journal().entries.len(), 3);
+    assert!(c.consumed.values().all(|&n| n == 1));
+}

@@ -20,6 +20,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
 
+use super::surge;
 use crate::api::component::ComponentKind;
 use crate::model::context::Context;
 use crate::simulate::filters::node_affinity_matches;
@@ -49,6 +50,12 @@ pub struct PlanStep {
     pub to: Vec<String>,
     /// The node whose room the move is part of freeing.
     pub frees: String,
+    /// The moved Instance (index into the cluster's Instances) and each of its GPU pods'
+    /// (pod, target node), largest first: what a move of the plan is, for execute mode.
+    #[serde(skip)]
+    pub moved: usize,
+    #[serde(skip)]
+    pub placements: Vec<(usize, usize)>,
 }
 
 /// Where the plan stands after some moves: the trade a user chooses a stopping point on.
@@ -121,7 +128,9 @@ struct Need {
 /// One movable Instance: its GPU pods' (node, GPUs).
 struct Movable {
     instance: usize,
+    /// Its GPU pods' (node, GPUs), largest first, and the pods themselves in that order.
     pods: Vec<(usize, i64)>,
+    pod_ids: Vec<usize>,
     pool: String,
 }
 
@@ -262,13 +271,10 @@ impl<'a, 's> Planner<'a, 's> {
             let Some(pool) = inst.pool.clone().filter(|_| movable[i] && inst.gpus > 0) else {
                 continue;
             };
-            let pods: Vec<(usize, i64)> = inst
-                .pods
-                .iter()
-                .map(|&p| &cluster.pods[p])
-                .filter(|p| !p.terminal && p.gpus > 0)
-                .filter_map(|p| Some((p.host?, p.gpus)))
-                .collect();
+            let (pod_ids, pods): (Vec<usize>, Vec<(usize, i64)>) = surge::gpu_pods(ctx, i)
+                .into_iter()
+                .filter_map(|p| Some((p, (cluster.pods[p].host?, cluster.pods[p].gpus))))
+                .unzip();
             // Only Instances wholly on target nodes: node health moves the others.
             if pods.is_empty() || pods.iter().any(|&(n, _)| !target[n]) {
                 continue;
@@ -282,6 +288,7 @@ impl<'a, 's> Planner<'a, 's> {
             movables.push(Movable {
                 instance: i,
                 pods,
+                pod_ids,
                 pool,
             });
         }
@@ -625,10 +632,8 @@ impl<'a, 's> Planner<'a, 's> {
             moves: Vec::new(),
         };
         for &m in chosen {
-            let mut pods = self.movables[m].pods.clone();
-            pods.sort_by_key(|p| std::cmp::Reverse(p.1));
             let mut targets = Vec::new();
-            for &(_, gpus) in &pods {
+            for &(_, gpus) in &self.movables[m].pods {
                 let to = match self.direct(&trial, &[], m, gpus, None) {
                     Some(to) => to,
                     None => self.chained(&mut trial, m, gpus)?,
@@ -784,8 +789,7 @@ impl<'a, 's> Planner<'a, 's> {
         let mut steps = Vec::new();
         let mut freed: BTreeSet<usize> = BTreeSet::new();
         for (m, to) in trial.moves {
-            let mut pods = self.movables[m].pods.clone();
-            pods.sort_by_key(|p| std::cmp::Reverse(p.1));
+            let pods = self.movables[m].pods.clone();
             for (&(_, gpus), &t) in pods.iter().zip(&to) {
                 self.change(t, -gpus, 0, gpus);
             }
@@ -812,6 +816,8 @@ impl<'a, 's> Planner<'a, 's> {
                 from: names(&mut pods.iter().map(|p| p.0)),
                 to: names(&mut to.iter().copied()),
                 frees: cluster.nodes[trial.node].name.to_string(),
+                moved: instance,
+                placements: self.movables[m].pod_ids.iter().copied().zip(to).collect(),
             });
         }
         let freed: Vec<usize> = freed.into_iter().filter(|&n| self.host[n]).collect();

@@ -6,6 +6,7 @@
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::tz::TimeZone;
 
+use super::consolidate::{ConsolidationPlan, PlanStep};
 use super::score::PoolScore;
 use super::surge;
 use super::{AdvisoryReason, CandidateReason, PolicyName, Recommendation, Row};
@@ -38,17 +39,27 @@ pub fn window_open(windows: &[MaintenanceWindow], now: Timestamp) -> bool {
         .any(|w| w.days.contains(&day) && w.start_minute <= minute && minute < w.end_minute)
 }
 
+/// `consolidation`: the fewest-move plan to follow, when `followPlan` is on.
 pub fn run(
     ctx: &Context<'_>,
     pools: &[PoolScore],
     eligibility: &[Eligibility],
+    consolidation: Option<&ConsolidationPlan>,
 ) -> (Vec<Recommendation>, usize) {
     let mut rows = Vec::new();
     let mut dropped = 0;
     let open = window_open(&ctx.config.maintenance_windows, ctx.now());
     for pool in pools.iter().filter(|p| p.execution_open || p.advisory_open) {
+        // The pool's part of the plan, in its order.
+        let followed: Option<Vec<&PlanStep>> = consolidation.map(|plan| {
+            let cluster = &ctx.cluster;
+            plan.steps
+                .iter()
+                .filter(|s| cluster.instances[s.moved].pool.as_deref() == Some(&pool.pool))
+                .collect()
+        });
         let mut pool_rows = Vec::new();
-        candidates(ctx, pool, eligibility, &mut pool_rows);
+        candidates(ctx, pool, eligibility, followed.as_deref(), &mut pool_rows);
         let before = pool_rows.len();
         pool_rows.retain(|r| open || !r.executable() || r.row.emergency);
         dropped += before - pool_rows.len();
@@ -62,6 +73,7 @@ fn candidates(
     ctx: &Context<'_>,
     pool: &PoolScore,
     eligibility: &[Eligibility],
+    followed: Option<&[&PlanStep]>,
     out: &mut Vec<Recommendation>,
 ) {
     let cluster = &ctx.cluster;
@@ -134,12 +146,15 @@ fn candidates(
                     ));
                     continue;
                 }
+                // Following the plan, its next step in the pool is valued at the whole plan.
+                let followed = followed.filter(|steps| steps.first().is_some_and(|s| s.moved == i));
                 out.push(omenative(
                     ctx,
                     pool,
                     i,
                     row(inst.index, &from),
                     &eligibility[i],
+                    followed,
                 ));
             }
         }
@@ -174,12 +189,16 @@ fn component_primary(ctx: &Context<'_>, c: usize) -> Option<(String, String)> {
     Some((most(&per_pool)?, most(&per_node)?))
 }
 
+/// The row of OMENative Instance `i`: its move valued by the drop in the pool's
+/// fragmentation, or with `followed` (the pool's plan steps, the first moving `i`), that
+/// step valued by the drop the whole plan makes.
 fn omenative(
     ctx: &Context<'_>,
     pool: &PoolScore,
     i: usize,
     mut row: Row,
     eligibility: &Eligibility,
+    followed: Option<&[&PlanStep]>,
 ) -> Recommendation {
     let cluster = &ctx.cluster;
     let config = ctx.config;
@@ -198,39 +217,25 @@ fn omenative(
             ),
         );
     }
-    let plan = match surge::plan(ctx, i, &[]) {
-        Ok(plan) => plan,
-        Err(why) => {
-            return Recommendation::advice(
-                row,
-                AdvisoryReason::NoSurgeHeadroom,
-                inst.gpus,
-                format!("cannot move: {why}."),
-            );
-        }
+    let plan = match followed {
+        Some(steps) => surge_of_step(ctx, i, steps[0]),
+        None => match surge::plan(ctx, i, &[]) {
+            Ok(plan) => plan,
+            Err(why) => {
+                return Recommendation::advice(
+                    row,
+                    AdvisoryReason::NoSurgeHeadroom,
+                    inst.gpus,
+                    format!("cannot move: {why}."),
+                );
+            }
+        },
     };
-    // Fragmentation before and after: the new pods take their targets' GPUs, the old pods
-    // give theirs back (up to the bin's capacity; nodes that are no bin do not count).
-    let mut changes: Vec<(usize, i64)> = Vec::new(); // (bin, free after)
-    let mut change = |b: usize, f: &dyn Fn(i64, i64) -> i64| {
-        let bin = &pool.bins[b];
-        match changes.iter_mut().find(|c| c.0 == b) {
-            Some(c) => c.1 = f(c.1, bin.capacity),
-            None => changes.push((b, f(bin.free, bin.capacity))),
-        }
+    let moves: Vec<&[(usize, usize)]> = match followed {
+        Some(steps) => steps.iter().map(|s| s.placements.as_slice()).collect(),
+        None => vec![plan.placements.as_slice()],
     };
-    for &(p, n) in &plan.placements {
-        if let Some(b) = pool.bin_of(n) {
-            let gpus = cluster.pods[p].gpus;
-            change(b, &|free, _| free - gpus);
-        }
-    }
-    for &(p, _) in &plan.placements {
-        if let Some(b) = cluster.pods[p].host.and_then(|h| pool.bin_of(h)) {
-            let gpus = cluster.pods[p].gpus;
-            change(b, &|free, cap| (free + gpus).min(cap));
-        }
-    }
+    let changes = bin_changes(ctx, pool, &moves);
     let deltas: Vec<(i64, i64, i64)> = changes
         .iter()
         .map(|&(b, after)| (pool.bins[b].capacity, pool.bins[b].free, after))
@@ -243,6 +248,14 @@ fn omenative(
     r.set_plan(cluster, &plan);
     r.benefit = Some(benefit);
     r.cost = Some(cost);
+    let whose = match followed {
+        Some(steps) => format!(
+            "making the next of the consolidation plan's {} moves in pool {} (followPlan) would",
+            steps.len(),
+            pool.pool
+        ),
+        None => format!("moving it off {} would", r.row.from_node),
+    };
     if score <= 0.0 {
         r.row.advisory_reason = Some(AdvisoryReason::NonExecutableObservedFragmentation);
         let effect = if benefit > 0.0 {
@@ -259,8 +272,7 @@ fn omenative(
             format!("leave pool {}'s fragmentation as it is and cost", pool.pool)
         };
         r.detail = format!(
-            "moving it off {} would {effect} {cost:.3} ({} aggressiveness).",
-            r.row.from_node,
+            "{whose} {effect} {cost:.3} ({} aggressiveness).",
             config.defragmentation.aggressiveness.as_str()
         );
         return r;
@@ -291,11 +303,18 @@ fn omenative(
         .take(MAX_HINTS)
         .cloned()
         .collect();
+    let drop = match followed {
+        Some(steps) => format!(
+            "the next of the consolidation plan's {} moves in pool {} (followPlan), which lower its fragmentation by {benefit:.3}",
+            steps.len(),
+            pool.pool
+        ),
+        None => format!("pool {}'s fragmentation drops by {benefit:.3}", pool.pool),
+    };
     r.detail = format!(
-        "move it off {} to {}: pool {}'s fragmentation drops by {benefit:.3} against a cost of {cost:.3}{}.",
+        "move it off {} to {}: {drop} against a cost of {cost:.3}{}.",
         r.row.from_node,
         r.row.hint_targets.join(", "),
-        pool.pool,
         if boosts.is_empty() {
             String::new()
         } else {
@@ -303,6 +322,60 @@ fn omenative(
         }
     );
     r
+}
+
+/// The pool's bins the moves change, with their free GPUs after them: each move's new pods
+/// take their targets' GPUs, then its old pods give theirs back (up to the bin's capacity;
+/// nodes that are no bin do not count). Moves are (pod, target node) lists, made in order.
+fn bin_changes(
+    ctx: &Context<'_>,
+    pool: &PoolScore,
+    moves: &[&[(usize, usize)]],
+) -> Vec<(usize, i64)> {
+    let cluster = &ctx.cluster;
+    let mut changes: Vec<(usize, i64)> = Vec::new(); // (bin, free after)
+    let mut change = |b: usize, f: &dyn Fn(i64, i64) -> i64| {
+        let bin = &pool.bins[b];
+        match changes.iter_mut().find(|c| c.0 == b) {
+            Some(c) => c.1 = f(c.1, bin.capacity),
+            None => changes.push((b, f(bin.free, bin.capacity))),
+        }
+    };
+    for placements in moves {
+        for &(p, n) in placements.iter() {
+            if let Some(b) = pool.bin_of(n) {
+                let gpus = cluster.pods[p].gpus;
+                change(b, &|free, _| free - gpus);
+            }
+        }
+        for &(p, _) in placements.iter() {
+            if let Some(b) = cluster.pods[p].host.and_then(|h| pool.bin_of(h)) {
+                let gpus = cluster.pods[p].gpus;
+                change(b, &|free, cap| (free + gpus).min(cap));
+            }
+        }
+    }
+    changes
+}
+
+/// A plan step as a surge move: its placements, and as targets the nodes it lands on, then
+/// the Instance's other candidate targets (fullest first), for the arbiter and the checks.
+fn surge_of_step(ctx: &Context<'_>, i: usize, step: &PlanStep) -> surge::SurgePlan {
+    let mut targets: Vec<usize> = Vec::new();
+    for &(_, n) in &step.placements {
+        if !targets.contains(&n) {
+            targets.push(n);
+        }
+    }
+    let others: Vec<usize> = surge::candidates(ctx, i, &[])
+        .filter(|n| !targets.contains(n))
+        .take(surge::LISTED_TARGETS.saturating_sub(targets.len()))
+        .collect();
+    targets.extend(others);
+    surge::SurgePlan {
+        targets,
+        placements: step.placements.clone(),
+    }
 }
 
 /// A pending pod the move would seat that fits nowhere now: older than the emergency age, in

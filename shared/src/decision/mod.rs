@@ -359,7 +359,11 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
     }
     let mut dropped_outside_window = 0;
     if config.defragmentation.enabled {
-        let (rows, dropped) = defrag::run(ctx, &pools, &eligibility);
+        let consolidation = config
+            .defragmentation
+            .follow_plan
+            .then(|| consolidate::plan(ctx, &movable, None));
+        let (rows, dropped) = defrag::run(ctx, &pools, &eligibility, consolidation.as_ref());
         recommendations.extend(rows);
         dropped_outside_window = dropped;
     }

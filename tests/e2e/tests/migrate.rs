@@ -168,6 +168,10 @@ fn now() -> String {
 
 /// The OME controller takes the request: the annotation goes, a status row appears.
 fn ome_accepts(cluster: &Cluster, isvc: &str, uuid: &str) {
+    ome_accepts_from(cluster, isvc, uuid, "n1");
+}
+
+fn ome_accepts_from(cluster: &Cluster, isvc: &str, uuid: &str, from: &str) {
     cluster.ok(&[
         "annotate",
         "isvc",
@@ -180,7 +184,7 @@ fn ome_accepts(cluster: &Cluster, isvc: &str, uuid: &str) {
         cluster,
         isvc,
         json!({"requestUUID": uuid, "trigger": "Manual",
-        "sourceInstance": 0, "fromNode": "n1", "phase": "Accepted", "startedAt": now(),
+        "sourceInstance": 0, "fromNode": from, "phase": "Accepted", "startedAt": now(),
         "deadline": "2099-01-01T00:00:00Z"}),
     );
 }
@@ -296,16 +300,7 @@ fn a_full_cycle_then_a_stall_by_acknowledgement_timeout() {
         "--grace-period=0",
         "--force",
     ]);
-    let moved = pod("b", "n2", 2);
-    let file = cluster.dir.join("moved.json");
-    std::fs::write(&file, moved.to_string()).unwrap();
-    cluster.ok(&["create", "-f", &file.display().to_string()]);
-    cluster.ok(&[
-        "replace",
-        "--subresource=status",
-        "-f",
-        &file.display().to_string(),
-    ]);
+    run_pod(&cluster, pod("b", "n2", 2));
     let pass = migrate(&cluster, &config);
     let completed = pass["recommendations"]
         .as_array()
@@ -517,4 +512,209 @@ fn a_patch_refused_after_the_journal_write_is_retried_with_the_same_uuid() {
     assert_eq!(j["entries"].as_array().unwrap().len(), 1);
     assert_eq!(j["entries"][0]["phase"], "submitted");
     assert_eq!(j["entries"][0]["payload"], on_b[0].1.as_str());
+}
+
+/// Creates a pod with its status, as the kubelet reports it.
+fn run_pod(cluster: &Cluster, pod: Value) {
+    let file = cluster.dir.join("pod.json");
+    std::fs::write(&file, pod.to_string()).unwrap();
+    cluster.ok(&["create", "-f", &file.display().to_string()]);
+    cluster.ok(&[
+        "replace",
+        "--subresource=status",
+        "-f",
+        &file.display().to_string(),
+    ]);
+}
+
+/// A pod that is not OME's, holding GPUs on a node for good (a batch job).
+fn batch_pod(name: &str, node: &str, gpus: i64) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "batch"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "trainer:1",
+            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+        "status": {"phase": "Running", "startTime": LONG_AGO,
+            "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+/// Beyond the reference (`policies.defragmentation.followPlan`): an 8-GPU pod has waited an
+/// hour; a runs two 1-GPU Instances (x1, x2), b and c a batch job of 7 GPUs each. No single
+/// move is worth its cost; emptying a (two moves) is.
+fn setup_consolidation(name: &str) -> Cluster {
+    let cluster = Cluster::up(name);
+    let hour_ago = {
+        let out = std::process::Command::new("date")
+            .args(["-u", "-d", "-60 minutes", "+%Y-%m-%dT%H:%M:%SZ"])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let mut objects = vec![
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel", "metadata": {"name": "m"},
+            "spec": {"storage": {"storageUri": "hf://org/m"}}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "alfred-dispatch-state", "namespace": "ome"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "alfred-recommendations", "namespace": "ome"}}),
+        node("a", false),
+        node("b", false),
+        node("c", false),
+        pod("x1", "a", 1),
+        pod("x2", "a", 1),
+        batch_pod("job-b", "b", 7),
+        batch_pod("job-c", "c", 7),
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "trainer", "namespace": "batch"},
+            "spec": {"containers": [{"name": "c", "image": "trainer:1",
+                "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled",
+                "status": "False", "reason": "Unschedulable", "lastTransitionTime": hour_ago,
+                "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}]}}),
+    ];
+    objects.extend(workload("x1"));
+    objects.extend(workload("x2"));
+    let file = cluster.dir.join("world.yaml");
+    let text: Vec<String> = objects.iter().map(Value::to_string).collect();
+    std::fs::write(&file, text.join("\n---\n")).unwrap();
+    cluster.seed(&file);
+    for isvc in ["x1", "x2"] {
+        let uid = cluster.ok(&[
+            "get",
+            "isvc",
+            isvc,
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ]);
+        let owner = json!({"metadata": {"ownerReferences": [{"apiVersion": "ome.io/v1beta1",
+            "kind": "InferenceService", "name": isvc, "uid": uid, "controller": true}]}});
+        cluster.ok(&[
+            "patch",
+            "inferencereplica",
+            &format!("{isvc}-engine"),
+            "-n",
+            "team",
+            "--type",
+            "merge",
+            "-p",
+            &owner.to_string(),
+        ]);
+    }
+    cluster
+}
+
+/// Execute mode with a bin-packing scheduler and a one-minute node cooldown, following the
+/// consolidation plan or not.
+fn consolidation_config(cluster: &Cluster, follow: bool) -> String {
+    let path = cluster.dir.join(format!("alfred-config-{follow}.yaml"));
+    std::fs::write(
+        &path,
+        format!(
+            "schemaVersion: 1\nmode: execute\nmigration: {{apiVersion: v1}}\nperNodeCooldownMinutes: 1\n\
+             scheduling: {{profiles: {{default-scheduler: {{backend: kube-scheduler, schedulerVersion: v1.34, \
+             configurationID: binpack, scoringStrategy: MostAllocated}}}}}}\n\
+             policies: {{defragmentation: {{followPlan: {follow}}}}}\n"
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+/// OME carries out the request: taken, then completed, and the Instance's pod runs on the
+/// request's target.
+fn ome_moves(cluster: &Cluster, isvc: &str, uuid: &str, to: &str) {
+    ome_accepts_from(cluster, isvc, uuid, "a");
+    set_migration(
+        cluster,
+        isvc,
+        json!({"requestUUID": uuid, "trigger": "Manual",
+        "sourceInstance": 0, "fromNode": "a", "phase": "Completed", "startedAt": now(),
+        "completedAt": now(), "deadline": "2099-01-01T00:00:00Z"}),
+    );
+    cluster.ok(&[
+        "delete",
+        "pod",
+        &format!("{isvc}-engine-0-default-0"),
+        "-n",
+        "team",
+        "--grace-period=0",
+        "--force",
+    ]);
+    let mut moved = pod(isvc, to, 1);
+    moved["status"]["startTime"] = json!(now());
+    run_pod(cluster, moved);
+}
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn following_the_plan_moves_its_steps_one_pass_at_a_time() {
+    let cluster = setup_consolidation("migrate-plan");
+
+    // Off (the reference): each single move is advice, nothing is sent.
+    let off = consolidation_config(&cluster, false);
+    let pass = migrate(&cluster, &off);
+    assert!(pass["request"].is_null(), "{pass:#}");
+    for isvc in ["team/x1", "team/x2"] {
+        assert_eq!(
+            row(&pass, isvc)["advisoryReason"],
+            "NonExecutableObservedFragmentation",
+            "{pass:#}"
+        );
+    }
+    assert!(requests(&cluster, "x1").is_empty() && requests(&cluster, "x2").is_empty());
+
+    // On: the plan's first step goes, onto the fullest node; x2's move is not yet the plan's
+    // next step, so it stays advice.
+    let on = consolidation_config(&cluster, true);
+    let pass = migrate(&cluster, &on);
+    assert_eq!(row(&pass, "team/x1")["outcome"], "submitted", "{pass:#}");
+    assert_eq!(
+        row(&pass, "team/x2")["advisoryReason"],
+        "NonExecutableObservedFragmentation"
+    );
+    let first = requests(&cluster, "x1");
+    assert_eq!(first.len(), 1);
+    let payload: Value = serde_json::from_str(&first[0].1).unwrap();
+    assert_eq!(payload["from_node"], "a");
+    assert_eq!(payload["reason"], "Fragmentation");
+    assert_eq!(payload["hint_target_nodes"][0], "b");
+    ome_moves(&cluster, "x1", &first[0].0, "b");
+
+    // Completed; the next step, now executable, waits for a, its source, to cool.
+    let pass = migrate(&cluster, &on);
+    assert!(pass["request"].is_null(), "{pass:#}");
+    assert_eq!(
+        row(&pass, "team/x2")["rejectReason"],
+        "NodeCooldown",
+        "{pass:#}"
+    );
+    thread::sleep(std::time::Duration::from_secs(61));
+    let pass = migrate(&cluster, &on);
+    assert_eq!(row(&pass, "team/x2")["outcome"], "submitted", "{pass:#}");
+    let second = requests(&cluster, "x2");
+    let payload: Value = serde_json::from_str(&second[0].1).unwrap();
+    assert_eq!(payload["hint_target_nodes"][0], "c");
+    ome_moves(&cluster, "x2", &second[0].0, "c");
+
+    // a is empty for the pod that waits: the plan is done, nothing more moves.
+    let pass = migrate(&cluster, &on);
+    assert!(pass["request"].is_null(), "{pass:#}");
+    let j = journal(&cluster);
+    let phases: Vec<&str> = j["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, vec!["completed", "completed"]);
+    let pools = cluster.alfred(&["pools", "-o", "json"]);
+    let pools: Value = serde_json::from_str(&stdout(&pools)).unwrap();
+    let a = pools[0]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "a")
+        .unwrap();
+    assert_eq!(a["free"], 8, "{pools:#}");
 }
