@@ -138,8 +138,8 @@ fn a_node_that_could_be_emptied_is_not_spoiled_for_a_smaller_pod() {
     assert_eq!(plan.after().whole_free_nodes, 1);
 }
 
-/// A random cluster: 3-6 nodes of 4 or 8 GPUs holding single-pod Instances of 1, 2 or 4 GPUs
-/// (some not movable), and 1-4 pending pods of 1, 2, 4 or 8 GPUs.
+/// A random cluster: 3-6 nodes of 4 or 8 GPUs (some without the model) holding single-pod
+/// Instances of 1, 2 or 4 GPUs (some not movable), and 1-4 pending pods of 1, 2, 4 or 8 GPUs.
 fn world() -> impl Strategy<Value = World> {
     let instance = (
         0..6usize,
@@ -147,19 +147,33 @@ fn world() -> impl Strategy<Value = World> {
         any::<bool>(),
     );
     (
-        prop::collection::vec(prop::sample::select(vec![4i64, 8]), 3..7),
+        prop::collection::vec(
+            (
+                prop::sample::select(vec![4i64, 8]),
+                prop::bool::weighted(0.8),
+            ),
+            3..7,
+        ),
         prop::collection::vec(instance, 1..24),
         prop::collection::vec(prop::sample::select(vec![1i64, 2, 4, 8]), 1..5),
     )
         .prop_map(|(nodes, instances, pending)| {
             let mut w = World::new();
             let mut used = vec![0i64; nodes.len()];
-            for (n, &gpus) in nodes.iter().enumerate() {
+            for (n, &(gpus, has_model)) in nodes.iter().enumerate() {
                 w = w.node(&format!("n{n}"), gpus);
+                if !has_model {
+                    w = w.edit("Node", &format!("n{n}"), |node| {
+                        node["metadata"]["labels"]
+                            .as_object_mut()
+                            .unwrap()
+                            .remove(MODEL_READY);
+                    });
+                }
             }
             for (k, (node, gpus, movable)) in instances.into_iter().enumerate() {
                 let node = node % nodes.len();
-                if used[node] + gpus > nodes[node] {
+                if used[node] + gpus > nodes[node].0 {
                     continue;
                 }
                 used[node] += gpus;
@@ -176,8 +190,11 @@ fn world() -> impl Strategy<Value = World> {
         })
 }
 
+const MODEL_READY: &str = "models.ome.io/clusterbasemodel.m";
+
 /// Replays a plan on the nodes' free GPUs: every move's pods land where there is room beside
-/// everything running, on a node of the cluster other than the one they leave.
+/// everything running, on a node of the cluster other than the one they leave, that takes new
+/// pods, holds the model and is in the Instance's pool.
 fn replay_is_safe(w: &World, plan: &ConsolidationPlan) -> Result<(), TestCaseError> {
     w.with_ctx(V1, |ctx| {
         let cluster = &ctx.cluster;
@@ -189,6 +206,8 @@ fn replay_is_safe(w: &World, plan: &ConsolidationPlan) -> Result<(), TestCaseErr
             prop_assert_ne!(to, from);
             prop_assert!(free[to] >= s.gpus, "step {:?} lands without room", s);
             prop_assert!(cluster.nodes[to].is_bin(true));
+            prop_assert!(cluster.nodes[to].node.metadata.label(MODEL_READY).is_some());
+            prop_assert_eq!(&cluster.nodes[to].pool, &cluster.nodes[from].pool);
             free[to] -= s.gpus;
             free[from] += s.gpus;
         }
