@@ -467,7 +467,13 @@ impl<'a, 's> Planner<'a, 's> {
         self.largest_room = self
             .room
             .iter()
-            .map(|(pool, set)| (pool.clone(), set.iter().map(|r| r.1).max().unwrap_or(0)))
+            .map(|(pool, set)| {
+                let most = |rank: u8| {
+                    let mut ranked = set.range((rank, 0, 0)..(rank + 1, 0, 0));
+                    ranked.next_back().map_or(0, |r| r.1)
+                };
+                (pool.clone(), most(0).max(most(1)))
+            })
             .collect();
         let mut cache: FxMap<(usize, i64), i64> = FxMap::default();
         let largest_waiting: Vec<i64> = (0..self.signatures.len())
