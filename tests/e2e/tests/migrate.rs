@@ -67,7 +67,7 @@ fn workload(isvc: &str) -> Vec<Value> {
 /// exists, empty, in `ome`.
 fn setup(name: &str) -> Cluster {
     let cluster = Cluster::up(name);
-    let mut objects = vec![
+    let objects = vec![
         json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel", "metadata": {"name": "m"},
             "spec": {"storage": {"storageUri": "hf://org/m"}}}),
         json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -80,14 +80,22 @@ fn setup(name: &str) -> Cluster {
         pod("a", "n1", 4),
         pod("b", "n1", 2),
     ];
-    objects.extend(workload("a"));
-    objects.extend(workload("b"));
+    seed_world(&cluster, objects, &["a", "b"]);
+    cluster
+}
+
+/// Seeds the objects and the OMENative workloads `isvcs` (their InferenceService and
+/// InferenceReplica), then points each InferenceReplica's owner at its InferenceService's real
+/// UID, as OME's controller owns them.
+fn seed_world(cluster: &Cluster, mut objects: Vec<Value>, isvcs: &[&str]) {
+    for isvc in isvcs {
+        objects.extend(workload(isvc));
+    }
     let file = cluster.dir.join("world.yaml");
     let text: Vec<String> = objects.iter().map(Value::to_string).collect();
     std::fs::write(&file, text.join("\n---\n")).unwrap();
     cluster.seed(&file);
-    // OME's InferenceReplicas are owned by their InferenceService: point them at the real UIDs.
-    for isvc in ["a", "b"] {
+    for &isvc in isvcs {
         let uid = cluster.ok(&[
             "get",
             "isvc",
@@ -111,7 +119,6 @@ fn setup(name: &str) -> Cluster {
             &owner.to_string(),
         ]);
     }
-    cluster
 }
 
 fn migrate(cluster: &Cluster, config: &str) -> Value {
@@ -549,7 +556,7 @@ fn setup_consolidation(name: &str) -> Cluster {
             .unwrap();
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     };
-    let mut objects = vec![
+    let objects = vec![
         json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel", "metadata": {"name": "m"},
             "spec": {"storage": {"storageUri": "hf://org/m"}}}),
         json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -571,36 +578,7 @@ fn setup_consolidation(name: &str) -> Cluster {
                 "status": "False", "reason": "Unschedulable", "lastTransitionTime": hour_ago,
                 "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}]}}),
     ];
-    objects.extend(workload("x1"));
-    objects.extend(workload("x2"));
-    let file = cluster.dir.join("world.yaml");
-    let text: Vec<String> = objects.iter().map(Value::to_string).collect();
-    std::fs::write(&file, text.join("\n---\n")).unwrap();
-    cluster.seed(&file);
-    for isvc in ["x1", "x2"] {
-        let uid = cluster.ok(&[
-            "get",
-            "isvc",
-            isvc,
-            "-n",
-            "team",
-            "-o",
-            "jsonpath={.metadata.uid}",
-        ]);
-        let owner = json!({"metadata": {"ownerReferences": [{"apiVersion": "ome.io/v1beta1",
-            "kind": "InferenceService", "name": isvc, "uid": uid, "controller": true}]}});
-        cluster.ok(&[
-            "patch",
-            "inferencereplica",
-            &format!("{isvc}-engine"),
-            "-n",
-            "team",
-            "--type",
-            "merge",
-            "-p",
-            &owner.to_string(),
-        ]);
-    }
+    seed_world(&cluster, objects, &["x1", "x2"]);
     cluster
 }
 
