@@ -63,17 +63,10 @@ fn workload(isvc: &str) -> Vec<Value> {
     ]
 }
 
-/// n1 is Unhealthy and runs a (4 GPUs) and b (2); n2 and n3 are empty. The journal ConfigMap
-/// exists, empty, in `ome`.
+/// n1 is Unhealthy and runs a (4 GPUs) and b (2); n2 and n3 are empty.
 fn setup(name: &str) -> Cluster {
     let cluster = Cluster::up(name);
     let objects = vec![
-        json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel", "metadata": {"name": "m"},
-            "spec": {"storage": {"storageUri": "hf://org/m"}}}),
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "alfred-dispatch-state", "namespace": "ome"}}),
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "alfred-recommendations", "namespace": "ome"}}),
         node("n1", true),
         node("n2", false),
         node("n3", false),
@@ -84,10 +77,19 @@ fn setup(name: &str) -> Cluster {
     cluster
 }
 
-/// Seeds the objects and the OMENative workloads `isvcs` (their InferenceService and
-/// InferenceReplica), then points each InferenceReplica's owner at its InferenceService's real
+/// Seeds the objects, the model, the empty journal and recommendations ConfigMaps in `ome`,
+/// and the OMENative workloads `isvcs` (their InferenceService and InferenceReplica), then points each InferenceReplica's owner at its InferenceService's real
 /// UID, as OME's controller owns them.
 fn seed_world(cluster: &Cluster, mut objects: Vec<Value>, isvcs: &[&str]) {
+    // The model, and the ConfigMaps the chart creates in Alfred's namespace.
+    objects.extend([
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel", "metadata": {"name": "m"},
+            "spec": {"storage": {"storageUri": "hf://org/m"}}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "alfred-dispatch-state", "namespace": "ome"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "alfred-recommendations", "namespace": "ome"}}),
+    ]);
     for isvc in isvcs {
         objects.extend(workload(isvc));
     }
@@ -557,12 +559,6 @@ fn setup_consolidation(name: &str) -> Cluster {
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     };
     let objects = vec![
-        json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel", "metadata": {"name": "m"},
-            "spec": {"storage": {"storageUri": "hf://org/m"}}}),
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "alfred-dispatch-state", "namespace": "ome"}}),
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "alfred-recommendations", "namespace": "ome"}}),
         node("a", false),
         node("b", false),
         node("c", false),
