@@ -286,3 +286,49 @@ fn placeable_counts_largest_first_best_fit() {
         assert_eq!((p.pending_gpus, p.whole_free_nodes), (9, 2));
     });
 }
+
+#[test]
+fn following_the_plan_values_its_next_step_at_the_whole_plan() {
+    // Beyond the reference (`followPlan`): an 8-GPU pod waits; a holds three 1-GPU Instances,
+    // b and c pods that stay. One move alone is worth less than its cost; emptying a is not.
+    let w = World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .node("c", 8)
+        .omenative("team", "x1", &[("a", 1)])
+        .omenative("team", "x2", &[("a", 1)])
+        .omenative("team", "x3", &[("a", 1)])
+        .omenative("team", "pinned", &[("b", 6), ("c", 7)])
+        .annotate("pinned", "alfred.ome.io/movable", "false")
+        .pending("team", "big-0", 8, 60, "big");
+    let rows = |follow: bool| {
+        let decision = w.decide(&format!(
+            "{V1}policies: {{defragmentation: {{followPlan: {follow}}}}}\n"
+        ));
+        decision
+            .recommendations
+            .into_iter()
+            .filter(|r| r.row.workload.starts_with("team/x"))
+            .map(|r| (r.row.workload.clone(), r))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let reference = rows(false);
+    for r in reference.values() {
+        assert!(r.row.score <= 0.0, "{}: {}", r.row.workload, r.detail);
+    }
+    let followed = rows(true);
+    let next = &followed["team/x1"];
+    assert!(
+        next.benefit.unwrap() > reference["team/x1"].benefit.unwrap() && next.row.score > 0.0,
+        "{}",
+        next.detail
+    );
+    assert_eq!(next.row.hint_targets[0], "c", "where the plan lands it");
+    assert!(
+        next.detail.contains("consolidation plan's 3 moves"),
+        "{}",
+        next.detail
+    );
+    // The plan's later steps keep their single-move rows.
+    assert_eq!(followed["team/x2"].row, reference["team/x2"].row);
+}
