@@ -18,14 +18,17 @@ fn the_manifest_matches_the_archive_it_names() {
         .display()
         .to_string();
     let out = std::env::temp_dir().join(format!("alfred-dist-{}", std::process::id()));
-    let run = Command::new(format!("{ROOT}/dist/package.sh"))
-        .args([
-            &bin_dir,
-            &out.display().to_string(),
-            "https://example.com/releases/v1",
-        ])
-        .output()
-        .expect("dist/package.sh runs");
+    let pack = || {
+        Command::new(format!("{ROOT}/dist/package.sh"))
+            .args([
+                &bin_dir,
+                &out.display().to_string(),
+                "https://example.com/releases/v1",
+            ])
+            .output()
+            .expect("dist/package.sh runs")
+    };
+    let run = pack();
     assert!(
         run.status.success(),
         "{}",
@@ -102,14 +105,7 @@ fn the_manifest_matches_the_archive_it_names() {
         assert!(contents.contains(&from), "{from} is not in the archive");
     }
     // The archive is reproducible: packing the same build again gives the same bytes.
-    let again = Command::new(format!("{ROOT}/dist/package.sh"))
-        .args([
-            &bin_dir,
-            &out.display().to_string(),
-            "https://example.com/releases/v1",
-        ])
-        .output()
-        .unwrap();
+    let again = pack();
     assert!(again.status.success());
     assert_eq!(std::fs::read(out.join(name)).unwrap(), archive);
     std::fs::remove_dir_all(out).unwrap();

@@ -289,18 +289,9 @@ fn placeable_counts_largest_first_best_fit() {
 
 #[test]
 fn following_the_plan_values_its_next_step_at_the_whole_plan() {
-    // Beyond the reference (`followPlan`): an 8-GPU pod waits; a holds three 1-GPU Instances,
-    // b and c pods that stay. One move alone is worth less than its cost; emptying a is not.
-    let w = World::new()
-        .node("a", 8)
-        .node("b", 8)
-        .node("c", 8)
-        .omenative("team", "x1", &[("a", 1)])
-        .omenative("team", "x2", &[("a", 1)])
-        .omenative("team", "x3", &[("a", 1)])
-        .omenative("team", "pinned", &[("b", 6), ("c", 7)])
-        .annotate("pinned", "alfred.ome.io/movable", "false")
-        .pending("team", "big-0", 8, 60, "big");
+    // Beyond the reference (`followPlan`): one move alone is worth less than its cost,
+    // emptying a is not.
+    let w = common::consolidation();
     let rows = |follow: bool| {
         let decision = w.decide(&format!(
             "{V1}policies: {{defragmentation: {{followPlan: {follow}}}}}\n"

@@ -750,22 +750,6 @@ fn a_full_journal_refuses_the_new_entry() {
     assert!(h.0.borrow().annotated.is_empty());
 }
 
-/// Beyond the reference (`policies.defragmentation.followPlan`): an 8-GPU pod waits; node a
-/// holds three 1-GPU Instances and b and c hold pods that stay. No single move lowers the
-/// pool's fragmentation by more than its cost, but emptying a (three moves) does.
-fn consolidation() -> World {
-    World::new()
-        .node("a", 8)
-        .node("b", 8)
-        .node("c", 8)
-        .omenative("team", "x1", &[("a", 1)])
-        .omenative("team", "x2", &[("a", 1)])
-        .omenative("team", "x3", &[("a", 1)])
-        .omenative("team", "pinned", &[("b", 6), ("c", 7)])
-        .annotate("pinned", "alfred.ome.io/movable", "false")
-        .pending("team", "big-0", 8, 60, "big")
-}
-
 /// Execute mode with a bin-packing scheduler, following the plan or not.
 fn consolidating(follow: bool) -> Config {
     Config::parse(&format!(

@@ -128,10 +128,27 @@ struct Need {
 /// One movable Instance: its GPU pods' (node, GPUs).
 struct Movable {
     instance: usize,
-    /// Its GPU pods' (node, GPUs), largest first, and the pods themselves in that order.
-    pods: Vec<(usize, i64)>,
-    pod_ids: Vec<usize>,
+    /// Its GPU pods, largest first.
+    pods: Vec<MovablePod>,
     pool: String,
+}
+
+#[derive(Clone, Copy)]
+struct MovablePod {
+    pod: usize,
+    node: usize,
+    gpus: i64,
+}
+
+impl Movable {
+    /// Its GPUs on one node.
+    fn gpus_on(&self, n: usize) -> i64 {
+        self.pods
+            .iter()
+            .filter(|p| p.node == n)
+            .map(|p| p.gpus)
+            .sum()
+    }
 }
 
 /// Nodes a chained move looks at for room to make, most room first: a bound on the work a
@@ -271,39 +288,41 @@ impl<'a, 's> Planner<'a, 's> {
             let Some(pool) = inst.pool.clone().filter(|_| movable[i] && inst.gpus > 0) else {
                 continue;
             };
-            let (pod_ids, pods): (Vec<usize>, Vec<(usize, i64)>) = surge::gpu_pods(ctx, i)
+            let pods: Vec<MovablePod> = surge::gpu_pods(ctx, i)
                 .into_iter()
-                .filter_map(|p| Some((p, (cluster.pods[p].host?, cluster.pods[p].gpus))))
-                .unzip();
+                .filter_map(|pod| {
+                    let view = &cluster.pods[pod];
+                    Some(MovablePod {
+                        pod,
+                        node: view.host?,
+                        gpus: view.gpus,
+                    })
+                })
+                .collect();
             // Only Instances wholly on target nodes: node health moves the others.
-            if pods.is_empty() || pods.iter().any(|&(n, _)| !target[n]) {
+            if pods.is_empty() || pods.iter().any(|p| !target[p.node]) {
                 continue;
             }
             let m = movables.len();
-            for &(n, _) in &pods {
-                if !on_node[n].contains(&m) {
-                    on_node[n].push(m);
+            for p in &pods {
+                if !on_node[p.node].contains(&m) {
+                    on_node[p.node].push(m);
                 }
             }
             movables.push(Movable {
                 instance: i,
                 pods,
-                pod_ids,
                 pool,
             });
         }
         // Each node's movables in eviction order: largest share of the node first.
         for (n, list) in on_node.iter_mut().enumerate() {
-            let gpus = |m: usize| -> i64 {
-                let pods: &Vec<(usize, i64)> = &movables[m].pods;
-                pods.iter().filter(|p| p.0 == n).map(|p| p.1).sum()
-            };
-            list.sort_by_key(|&m| (std::cmp::Reverse(gpus(m)), m));
+            list.sort_by_key(|&m| (std::cmp::Reverse(movables[m].gpus_on(n)), m));
         }
         let mut fixed: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_used).collect();
         for movable in &movables {
-            for &(n, gpus) in &movable.pods {
-                fixed[n] -= gpus;
+            for p in &movable.pods {
+                fixed[p.node] -= p.gpus;
             }
         }
         let mut planner = Planner {
@@ -445,16 +464,6 @@ impl<'a, 's> Planner<'a, 's> {
             .unwrap_or(0)
     }
 
-    /// A movable's GPUs on one node.
-    fn gpus_on(&self, m: usize, n: usize) -> i64 {
-        self.movables[m]
-            .pods
-            .iter()
-            .filter(|p| p.0 == n)
-            .map(|p| p.1)
-            .sum()
-    }
-
     /// The action with the most pending GPUs made placeable per move, within `budget` moves.
     /// Every prefix (largest first) of each node's movables is a candidate, bounded by the
     /// GPUs it seats per Instance taken off; candidates are tried in bound order, each with
@@ -591,9 +600,9 @@ impl<'a, 's> Planner<'a, 's> {
             .into_iter()
             .enumerate()
             .map(|(k, m)| {
-                room += self.gpus_on(m, n);
+                room += self.movables[m].gpus_on(n);
                 let movable = &self.movables[m];
-                pods.extend(movable.pods.iter().map(|p| p.1));
+                pods.extend(movable.pods.iter().map(|p| p.gpus));
                 Prefix {
                     room,
                     moves: k + 1,
@@ -633,13 +642,13 @@ impl<'a, 's> Planner<'a, 's> {
             taken: chosen.to_vec(),
             leaving: chosen
                 .iter()
-                .flat_map(|&m| self.movables[m].pods.iter().map(|p| p.0))
+                .flat_map(|&m| self.movables[m].pods.iter().map(|p| p.node))
                 .collect(),
             moves: Vec::new(),
         };
         for &m in chosen {
             let mut targets = Vec::new();
-            for &(_, gpus) in &self.movables[m].pods {
+            for &MovablePod { gpus, .. } in &self.movables[m].pods {
                 let to = match self.direct(&trial, &[], m, gpus, None) {
                     Some(to) => to,
                     None => self.chained(&mut trial, m, gpus)?,
@@ -753,10 +762,16 @@ impl<'a, 's> Planner<'a, 's> {
                 .filter(|&x| !self.moved[x] && !trial.taken.contains(&x))
                 .filter(|&x| {
                     let pods = &self.movables[x].pods;
-                    pods.len() == 1 && pods[0].1 < gpus
+                    pods.len() == 1 && pods[0].gpus < gpus
                 })
                 .collect();
-            if room + smaller.iter().map(|&x| self.gpus_on(x, n)).sum::<i64>() < gpus {
+            if room
+                + smaller
+                    .iter()
+                    .map(|&x| self.movables[x].gpus_on(n))
+                    .sum::<i64>()
+                < gpus
+            {
                 continue;
             }
             // Move the largest smaller ones out until the room fits.
@@ -766,7 +781,7 @@ impl<'a, 's> Planner<'a, 's> {
                 if room >= gpus || best.as_ref().is_some_and(|b| b.0 <= (rank, plan.len() + 1)) {
                     break;
                 }
-                let g = self.gpus_on(x, n);
+                let g = self.movables[x].gpus_on(n);
                 let Some(to) = self.direct(trial, &extra, x, g, Some(n)) else {
                     continue;
                 };
@@ -780,7 +795,7 @@ impl<'a, 's> Planner<'a, 's> {
         }
         let (_, n, plan) = best?;
         for (x, to) in plan {
-            let g = self.gpus_on(x, n);
+            let g = self.movables[x].gpus_on(n);
             *trial.delta.entry(to).or_default() -= g;
             *trial.delta.entry(n).or_default() += g;
             trial.taken.push(x);
@@ -796,14 +811,16 @@ impl<'a, 's> Planner<'a, 's> {
         let mut freed: BTreeSet<usize> = BTreeSet::new();
         for (m, to) in trial.moves {
             let pods = self.movables[m].pods.clone();
-            for (&(_, gpus), &t) in pods.iter().zip(&to) {
-                self.change(t, -gpus, 0, gpus);
+            for (p, &t) in pods.iter().zip(&to) {
+                self.change(t, -p.gpus, 0, p.gpus);
             }
             // The old pods go once the new ones run.
-            for &(from, gpus) in &pods {
-                let back = gpus.min(cluster.nodes[from].gpu_total - self.free[from]);
-                self.change(from, back, 0, 0);
-                freed.insert(from);
+            for p in &pods {
+                let back = p
+                    .gpus
+                    .min(cluster.nodes[p.node].gpu_total - self.free[p.node]);
+                self.change(p.node, back, 0, 0);
+                freed.insert(p.node);
             }
             self.moved[m] = true;
             let instance = self.movables[m].instance;
@@ -818,12 +835,12 @@ impl<'a, 's> Planner<'a, 's> {
                 workload: self.ctx.workload_key(instance).to_string(),
                 component: cluster.components[inst.component].kind,
                 instance: inst.index,
-                gpus: pods.iter().map(|p| p.1).sum(),
-                from: names(&mut pods.iter().map(|p| p.0)),
+                gpus: pods.iter().map(|p| p.gpus).sum(),
+                from: names(&mut pods.iter().map(|p| p.node)),
                 to: names(&mut to.iter().copied()),
                 frees: cluster.nodes[trial.node].name.to_string(),
                 moved: instance,
-                placements: self.movables[m].pod_ids.iter().copied().zip(to).collect(),
+                placements: pods.iter().map(|p| p.pod).zip(to).collect(),
             });
         }
         let freed: Vec<usize> = freed.into_iter().filter(|&n| self.host[n]).collect();

@@ -158,3 +158,19 @@ impl World {
         self
     }
 }
+
+/// An 8-GPU pod has waited an hour; node a holds three 1-GPU Instances (x1-x3), b and c GPUs
+/// of an Instance that never moves. No single move lowers the pool's fragmentation by more
+/// than its cost, but emptying a (three moves) does: the case for following the plan.
+pub fn consolidation() -> World {
+    World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .node("c", 8)
+        .omenative("team", "x1", &[("a", 1)])
+        .omenative("team", "x2", &[("a", 1)])
+        .omenative("team", "x3", &[("a", 1)])
+        .omenative("team", "pinned", &[("b", 6), ("c", 7)])
+        .annotate("pinned", "alfred.ome.io/movable", "false")
+        .pending("team", "big-0", 8, 60, "big")
+}

@@ -176,11 +176,7 @@ fn now() -> String {
 }
 
 /// The OME controller takes the request: the annotation goes, a status row appears.
-fn ome_accepts(cluster: &Cluster, isvc: &str, uuid: &str) {
-    ome_accepts_from(cluster, isvc, uuid, "n1");
-}
-
-fn ome_accepts_from(cluster: &Cluster, isvc: &str, uuid: &str, from: &str) {
+fn ome_accepts(cluster: &Cluster, isvc: &str, uuid: &str, from: &str) {
     cluster.ok(&[
         "annotate",
         "isvc",
@@ -284,7 +280,7 @@ fn a_full_cycle_then_a_stall_by_acknowledgement_timeout() {
     assert!(requests(&cluster, "a").is_empty());
 
     // OME takes it: acknowledged.
-    ome_accepts(&cluster, "b", &uuid);
+    ome_accepts(&cluster, "b", &uuid, "n1");
     let pass = migrate(&cluster, &config);
     assert_eq!(
         journal(&cluster)["entries"][0]["phase"],
@@ -293,23 +289,7 @@ fn a_full_cycle_then_a_stall_by_acknowledgement_timeout() {
     );
 
     // OME finishes it (b now runs on n2): completed, and the next move goes.
-    set_migration(
-        &cluster,
-        "b",
-        json!({"requestUUID": uuid, "trigger": "Manual",
-        "sourceInstance": 0, "fromNode": "n1", "phase": "Completed", "startedAt": now(),
-        "completedAt": now(), "deadline": "2099-01-01T00:00:00Z"}),
-    );
-    cluster.ok(&[
-        "delete",
-        "pod",
-        "b-engine-0-default-0",
-        "-n",
-        "team",
-        "--grace-period=0",
-        "--force",
-    ]);
-    run_pod(&cluster, pod("b", "n2", 2));
+    ome_completes(&cluster, "b", &uuid, "n1", pod("b", "n2", 2));
     let pass = migrate(&cluster, &config);
     let completed = pass["recommendations"]
         .as_array()
@@ -595,15 +575,13 @@ fn consolidation_config(cluster: &Cluster, follow: bool) -> String {
     path.display().to_string()
 }
 
-/// OME carries out the request: taken, then completed, and the Instance's pod runs on the
-/// request's target.
-fn ome_moves(cluster: &Cluster, isvc: &str, uuid: &str, to: &str) {
-    ome_accepts_from(cluster, isvc, uuid, "a");
+/// OME finishes the request: its row completes and the Instance's pod is replaced by `moved`.
+fn ome_completes(cluster: &Cluster, isvc: &str, uuid: &str, from: &str, moved: Value) {
     set_migration(
         cluster,
         isvc,
         json!({"requestUUID": uuid, "trigger": "Manual",
-        "sourceInstance": 0, "fromNode": "a", "phase": "Completed", "startedAt": now(),
+        "sourceInstance": 0, "fromNode": from, "phase": "Completed", "startedAt": now(),
         "completedAt": now(), "deadline": "2099-01-01T00:00:00Z"}),
     );
     cluster.ok(&[
@@ -615,9 +593,16 @@ fn ome_moves(cluster: &Cluster, isvc: &str, uuid: &str, to: &str) {
         "--grace-period=0",
         "--force",
     ]);
+    run_pod(cluster, moved);
+}
+
+/// OME carries out a request off a: taken, then completed, and the Instance's pod runs on
+/// the request's target, started now.
+fn ome_moves(cluster: &Cluster, isvc: &str, uuid: &str, to: &str) {
+    ome_accepts(cluster, isvc, uuid, "a");
     let mut moved = pod(isvc, to, 1);
     moved["status"]["startTime"] = json!(now());
-    run_pod(cluster, moved);
+    ome_completes(cluster, isvc, uuid, "a", moved);
 }
 
 #[test]
