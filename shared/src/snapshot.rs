@@ -51,6 +51,9 @@ pub struct Snapshot {
     pub config_maps: Vec<ConfigMap>,
     /// Revisions owned by InferenceReplicas (others are skipped).
     pub controller_revisions: Vec<ControllerRevision>,
+    /// OME objects the API server holds but that cannot be read as their kind (a field of the
+    /// wrong type, a required field missing): each costs its own component, not the whole read.
+    pub unreadable: Vec<UnreadableObject>,
     /// When the snapshot was taken, if it says; commands use it as `now` when replaying.
     pub info: Option<SnapshotInfo>,
     /// Objects of kinds the product does not read, by kind.
@@ -72,6 +75,70 @@ pub struct SnapshotInfo {
     /// `inferencereplicas.ome.io` on an OME release before OMENative.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unserved: Vec<String>,
+}
+
+crate::named! {
+    /// The kinds a snapshot keeps when they cannot be read: each is one workload's or one
+    /// component's, so it costs only that.
+    pub enum UnreadableKind {
+        InferenceService,
+        InferenceReplica,
+    }
+}
+
+/// An InferenceService or InferenceReplica that cannot be read as its kind: an older
+/// controller, a hand edit or a CRD without OME's validation can leave one in the API server.
+/// What identifies it is read leniently; the object is kept as read, so a snapshot written
+/// from this one holds it unchanged.
+#[derive(Clone, Debug)]
+pub struct UnreadableObject {
+    pub kind: UnreadableKind,
+    pub namespace: String,
+    pub name: String,
+    /// An InferenceReplica's `spec.parentRef.name`, when it can be read.
+    pub parent: Option<String>,
+    /// An InferenceReplica's `spec.component`, when it can be read.
+    pub component: Option<ComponentKind>,
+    /// The field that cannot be read, e.g. `status.instanceStatuses[0].operation`.
+    pub path: Option<String>,
+    pub message: String,
+    pub raw: Box<serde_json::value::RawValue>,
+}
+
+impl UnreadableObject {
+    /// `Kind namespace/name`.
+    pub fn object(&self) -> String {
+        format!("{} {}/{}", self.kind, self.namespace, self.name)
+    }
+
+    /// What cannot be read: `field F: why`, or just why.
+    pub fn problem(&self) -> String {
+        match &self.path {
+            Some(path) => format!("field {path}: {}", self.message),
+            None => self.message.clone(),
+        }
+    }
+
+    /// Reads what identifies an object whose typed read failed at `path` with `message`.
+    fn read(
+        kind: UnreadableKind,
+        json: &str,
+        path: Option<String>,
+        message: String,
+    ) -> Option<UnreadableObject> {
+        let value: serde_json::Value = serde_json::from_str(json).ok()?;
+        let text = |pointer: &str| value.pointer(pointer).and_then(|v| v.as_str());
+        Some(UnreadableObject {
+            kind,
+            namespace: text("/metadata/namespace").unwrap_or("default").to_string(),
+            name: text("/metadata/name")?.to_string(),
+            parent: text("/spec/parentRef/name").map(str::to_string),
+            component: text("/spec/component").and_then(ComponentKind::parse),
+            path,
+            message,
+            raw: serde_json::value::RawValue::from_string(json.to_string()).ok()?,
+        })
+    }
 }
 
 /// What was wrong with a snapshot, and where.
@@ -208,6 +275,11 @@ impl Snapshot {
         kube_kind!("PersistentVolumeClaim", persistent_volume_claims);
         kube_kind!("PersistentVolume", persistent_volumes);
         kube_kind!("ConfigMap", config_maps);
+        keys.extend(
+            self.unreadable
+                .iter()
+                .map(|u| (u.kind.as_str(), u.namespace.as_str(), u.name.as_str())),
+        );
         let mut seen = HashSet::with_capacity(keys.len());
         keys.into_iter()
             .find(|key| !seen.insert(*key))
@@ -228,6 +300,7 @@ impl Snapshot {
             + self.persistent_volumes.len()
             + self.config_maps.len()
             + self.controller_revisions.len()
+            + self.unreadable.len()
     }
 
     /// The cluster serves no InferenceReplica (an OME release before OMENative): no component
@@ -249,6 +322,21 @@ impl Snapshot {
             } else {
                 format!("this cluster does not serve {kind}; read none")
             });
+        }
+        for u in &self.unreadable {
+            let cost = match u.kind {
+                UnreadableKind::InferenceReplica => {
+                    "the component it serves is not observed (OMENativeObservationInvalid)"
+                }
+                UnreadableKind::InferenceService => {
+                    "nothing is decided for it (its pods still count on their nodes)"
+                }
+            };
+            notes.push(format!(
+                "{} cannot be read ({}): {cost}; every other object is read as usual",
+                u.object(),
+                u.problem()
+            ));
         }
         notes
     }
@@ -350,6 +438,7 @@ impl Snapshot {
         self.config_maps.append(&mut other.config_maps);
         self.controller_revisions
             .append(&mut other.controller_revisions);
+        self.unreadable.append(&mut other.unreadable);
         if other.info.is_some() {
             self.info = other.info;
         }
@@ -414,6 +503,28 @@ impl Snapshot {
                 )
             }};
         }
+        // A workload object that cannot be read costs its component, not the whole read: it is
+        // kept as unreadable, and the cluster model says why that component is not observed.
+        macro_rules! push_or_keep {
+            ($field:ident, $kind:expr) => {{
+                if name.is_empty() {
+                    return Err(err(
+                        Some(object),
+                        Some("metadata.name".into()),
+                        CUT_SHORT.into(),
+                    ));
+                }
+                match located(json) {
+                    Ok(value) => self.$field.push(value),
+                    Err((path, message)) => {
+                        match UnreadableObject::read($kind, json, path.clone(), message.clone()) {
+                            Some(kept) => self.unreadable.push(kept),
+                            None => return Err(err(Some(object), path, message)),
+                        }
+                    }
+                }
+            }};
+        }
         match (group, kind.as_str()) {
             ("", "Node") => {
                 let node =
@@ -428,10 +539,14 @@ impl Snapshot {
             ("", "PersistentVolumeClaim") => push!(persistent_volume_claims),
             ("", "PersistentVolume") => push!(persistent_volumes),
             ("", "ConfigMap") if CONFIG_MAP_NAMES.contains(&name.as_str()) => push!(config_maps),
-            ("ome.io", "InferenceService") => push!(inference_services),
+            ("ome.io", "InferenceService") => {
+                push_or_keep!(inference_services, UnreadableKind::InferenceService)
+            }
             ("ome.io", "ServingRuntime") => push!(serving_runtimes),
             ("ome.io", "ClusterServingRuntime") => push!(cluster_serving_runtimes),
-            ("ome.io", "InferenceReplica") => push!(inference_replicas),
+            ("ome.io", "InferenceReplica") => {
+                push_or_keep!(inference_replicas, UnreadableKind::InferenceReplica)
+            }
             ("ome.io", "BaseModel") => push!(base_models),
             ("ome.io", "ClusterBaseModel") => push!(cluster_base_models),
             ("apps", "ControllerRevision") => {
@@ -684,6 +799,11 @@ impl Snapshot {
         push(&mut items, &self.serving_runtimes);
         push(&mut items, &self.inference_services);
         push(&mut items, &self.inference_replicas);
+        items.extend(
+            self.unreadable
+                .iter()
+                .filter_map(|u| serde_json::from_str(u.raw.get()).ok()),
+        );
         push_core(&mut items, "v1", "Pod", &self.pods);
         push_core(
             &mut items,

@@ -421,6 +421,11 @@ fn instances_join_pods_and_replica_rows() {
             4,
             ome_labels("big", 0, "worker"),
         ),
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+               "metadata": {"name": "big-engine", "namespace": "prod", "generation": 1},
+               "spec": {"component": "engine", "parentRef": {"name": "big"},
+                        "runners": [{"name": "leader", "size": 1}, {"name": "worker", "size": 1}]},
+               "status": {"observedGeneration": 1, "instanceStatuses": [{"index": 0, "phase": "Ready"}]}}),
         // RawDeployment: one Instance per pod, by pod name.
         isvc("prod", "raw", json!({"engine": {}})),
         pod(

@@ -342,7 +342,6 @@ fn every_eligibility_reason_in_order() {
         ("defaultMovable false", eligible(), "migration: {apiVersion: v1}\ndefaultMovable: false\n", OMENativeStateIneligible),
         ("malformed request", eligible().annotate("a", "ome.io/migration-request-v1-1b4e28ba-2fa1-11d2-883f-0016d3cca427", "{\"schemaVersion\":\"v1\",\"component\":\"engine\",\"instance\":7,\"from_node\":\"n1\"}"), V1, OMENativeStateIneligible),
         ("request waiting", eligible().annotate("a", "ome.io/migration-request-v1-1b4e28ba-2fa1-11d2-883f-0016d3cca427", "{\"schemaVersion\":\"v1\",\"component\":\"engine\",\"instance\":0,\"from_node\":\"n1\"}"), V1, OMENativeStateIneligible),
-        ("stale status", eligible().edit("InferenceReplica", ir, |r| r["metadata"]["generation"] = json!(2)), V1, OMENativeObservationInvalid),
         ("paused", eligible().edit("InferenceReplica", ir, |r| r["spec"]["paused"] = json!(true)), V1, OMENativeStateIneligible),
         ("policy Never", eligible().edit("InferenceService", "a", |i| i["spec"]["engine"]["lifecycle"] = json!({"migrationPolicy": {"mode": "Never"}})), V1, OMENativeStateIneligible),
         ("scaling", eligible().edit("InferenceReplica", ir, |r| r["status"]["readyReplicas"] = json!(0)), V1, OMENativeStateIneligible),
@@ -386,14 +385,37 @@ fn every_eligibility_reason_in_order() {
         ),
         Some(AdvisoryReason::OMENativeStateIneligible)
     );
-    // The IR missing altogether.
-    let mut w = eligible();
-    w.items
+    // An InferenceReplica missing altogether, or stale: no Instance is resolved from the pods'
+    // labels, so the pass has nothing of `a` to judge, and plans nothing for it.
+    let mut missing = eligible();
+    missing
+        .items
         .retain(|i| !(i["kind"] == "InferenceReplica" && i["metadata"]["name"] == ir));
-    assert_eq!(
-        reason_of(w, V1),
-        Some(AdvisoryReason::OMENativeObservationInvalid)
-    );
+    let stale = eligible().edit("InferenceReplica", ir, |r| {
+        r["metadata"]["generation"] = json!(2)
+    });
+    for (what, w, why) in [
+        ("missing", missing, "no InferenceReplica serves it"),
+        (
+            "stale",
+            stale,
+            "status is stale (status.observedGeneration 1 < metadata.generation 2)",
+        ),
+    ] {
+        let d = w.decide(V1);
+        assert!(
+            d.recommendations.iter().all(|r| r.row.workload != "team/a"),
+            "{what}: {:?}",
+            d.recommendations
+        );
+        w.with_ctx(V1, |ctx| {
+            let a = ctx.cluster.workload("team/a").unwrap();
+            let c = &ctx.cluster.components[a.components[0]];
+            assert!(c.instances.is_empty(), "{what}");
+            let text = c.unobservable.as_ref().unwrap().to_string();
+            assert!(text.contains(why), "{what}: {text}");
+        });
+    }
 }
 
 #[test]

@@ -153,16 +153,29 @@ fn a_bad_field_names_document_object_and_path() {
 }
 
 #[test]
-fn a_bad_ome_field_names_its_path() {
+fn a_bad_ome_field_names_its_path_and_costs_only_its_object() {
     let text = "apiVersion: ome.io/v1beta1\nkind: InferenceService\nmetadata: {name: chat, namespace: prod}\n\
-                spec:\n  engine:\n    lifecycle:\n      updateStrategy: {type: Sideways}\n";
-    let e = Snapshot::parse(text).unwrap_err();
-    assert_eq!(e.object.as_deref(), Some("InferenceService prod/chat"));
+                spec:\n  engine:\n    lifecycle:\n      updateStrategy: {type: Sideways}\n\
+                ---\napiVersion: v1\nkind: Node\nmetadata: {name: n1}\n";
+    let s = Snapshot::parse(text).unwrap();
+    assert_eq!(s.nodes.len(), 1, "the rest of the file is read");
+    assert!(s.inference_services.is_empty());
+    let u = &s.unreadable[0];
+    assert_eq!(u.object(), "InferenceService prod/chat");
     assert_eq!(
-        e.path.as_deref(),
+        u.path.as_deref(),
         Some("spec.engine.lifecycle.updateStrategy.type")
     );
-    assert!(e.message.contains("Sideways"), "{}", e.message);
+    assert!(u.message.contains("Sideways"), "{}", u.message);
+    let notes = s.notes().join("\n");
+    assert!(
+        notes.contains("InferenceService prod/chat cannot be read (field spec.engine.lifecycle.updateStrategy.type: "),
+        "{notes}"
+    );
+    // Written back as it was read, so a snapshot of this cluster holds it unchanged.
+    let again = Snapshot::parse(&s.to_list().to_string()).unwrap();
+    assert_eq!(again.unreadable[0].raw.get(), u.raw.get());
+    assert_eq!(again.unreadable[0].path, u.path);
 }
 
 #[test]

@@ -107,7 +107,10 @@ impl InferenceReplicaStatus {
     pub fn rows(&self) -> Result<Cow<'_, [InstanceStatus]>, RowsError> {
         let encoding = self.instance_status_encoding.as_deref().unwrap_or_default();
         match (encoding, &self.instance_status_columns) {
-            ("" | DENSE_V1, None) => Ok(Cow::Borrowed(&self.instance_statuses)),
+            ("" | DENSE_V1, None) => {
+                check_dense(&self.instance_statuses)?;
+                Ok(Cow::Borrowed(&self.instance_statuses))
+            }
             ("" | DENSE_V1, Some(_)) => Err(invalid(
                 "instanceStatusColumns",
                 format!("is set but instanceStatusEncoding is not {COLUMNAR_V2}"),
@@ -138,6 +141,59 @@ impl InferenceReplicaStatus {
             )),
         }
     }
+}
+
+/// The rules the columnar form keeps by construction, checked on the plain list: at most
+/// [`MAX_ROWS`] rows, each index non-negative and held by one row, no negative count, and an
+/// activeOrdinal of 0 or 1.
+fn check_dense(rows: &[InstanceStatus]) -> Result<(), RowsError> {
+    if rows.len() > MAX_ROWS {
+        return Err(invalid(
+            "instanceStatuses",
+            format!(
+                "holds {} rows, more than the {MAX_ROWS} a reader takes",
+                rows.len()
+            ),
+        ));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(rows.len());
+    for (i, row) in rows.iter().enumerate() {
+        let field = |name: &str| format!("instanceStatuses[{i}].{name}");
+        if row.index < 0 {
+            return Err(invalid(
+                field("index"),
+                format!("is {}; an Instance index is not negative", row.index),
+            ));
+        }
+        if !seen.insert(row.index) {
+            return Err(invalid(
+                field("index"),
+                format!(
+                    "{} is held by an earlier row too; each Instance has one row",
+                    row.index
+                ),
+            ));
+        }
+        let counts = [
+            ("incarnation", row.incarnation),
+            ("podCount", row.pod_count.map(i64::from)),
+            ("servingPodCount", row.serving_pod_count.map(i64::from)),
+            ("availablePodCount", row.available_pod_count.map(i64::from)),
+        ];
+        if let Some((name, Some(n))) = counts.into_iter().find(|(_, n)| n.is_some_and(|n| n < 0)) {
+            return Err(invalid(
+                field(name),
+                format!("is {n}; a count is not negative"),
+            ));
+        }
+        if let Some(n) = row.active_ordinal.filter(|n| !matches!(n, 0 | 1)) {
+            return Err(invalid(
+                field("activeOrdinal"),
+                format!("is {n}; it is 0 or 1"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Parses an index set (`0-3,5,9-12`) into its inclusive ranges: each term a decimal index

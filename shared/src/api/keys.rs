@@ -19,6 +19,8 @@ pub const ROLLOUT_PAUSED: &str = "ome.io/rollout-paused";
 pub const LABEL_ISVC: &str = "ome.io/inferenceservice";
 pub const LABEL_COMPONENT: &str = "component";
 pub const LABEL_MANAGED_BY: &str = "ome.io/managed-by";
+/// The value of [`LABEL_MANAGED_BY`] on the pods of an OMENative component.
+pub const MANAGED_BY_OMENATIVE: &str = "OMENative";
 pub const LABEL_INSTANCE_INDEX: &str = "ome.io/instance-index";
 pub const LABEL_RUNNER: &str = "ome.io/runner";
 pub const LABEL_POD_ORDINAL: &str = "ome.io/pod-ordinal";

@@ -155,67 +155,47 @@ fn evaluate(
             Some(what) => fail(OMENativeStateIneligible, what.clone()),
         }
     );
-    let Some(replica) = component.replica else {
-        visit(
-            "InferenceReplica",
-            fail(
-                OMENativeObservationInvalid,
-                if cluster.replicas_unserved {
-                    "the cluster serves no InferenceReplica (an OME release before OMENative), so no OMENative component can be observed".to_string()
-                } else {
-                    format!(
-                        "no InferenceReplica serves the {} component",
-                        component.kind
-                    )
-                },
-            ),
-        );
-        return;
+    // The model builds no Instance for a component it cannot observe; this says why, should a
+    // caller ask about one anyway.
+    let observed = match (&component.unobservable, component.replica) {
+        (Some(why), _) => Err(why.to_string()),
+        (None, Some(replica)) => match &replica.status {
+            Some(status) => Ok((replica, status)),
+            None => Err(format!(
+                "InferenceReplica {} has no status yet",
+                replica.metadata.name.as_deref().unwrap_or_default()
+            )),
+        },
+        (None, None) => Err(format!(
+            "no InferenceReplica serves the {} component",
+            component.kind
+        )),
     };
-    let ir_name = replica.metadata.name.as_deref().unwrap_or_default();
-    let status = replica.status.as_ref();
-    check!(
-        "InferenceReplica",
-        match status {
-            None => fail(
-                OMENativeObservationInvalid,
-                format!("InferenceReplica {ir_name} has no status yet")
-            ),
-            Some(s)
-                if s.observed_generation.unwrap_or(0)
-                    < replica.metadata.generation.unwrap_or(0) =>
-            {
+    let (replica, status) = match observed {
+        Ok(found) if component.unjoined_pods.is_empty() => found,
+        Ok(_) => {
+            visit(
+                "InferenceReplica",
                 fail(
                     OMENativeObservationInvalid,
                     format!(
-                        "InferenceReplica {ir_name} status is stale (observed generation {} < {})",
-                        s.observed_generation.unwrap_or(0),
-                        replica.metadata.generation.unwrap_or(0)
+                        "{} pod(s) of the component carry no Instance index",
+                        component.unjoined_pods.len()
                     ),
-                )
-            }
-            Some(_) if component.rows_error.is_some() => fail(
-                OMENativeObservationInvalid,
-                format!(
-                    "InferenceReplica {ir_name} rows cannot be read: {}",
-                    component
-                        .rows_error
-                        .as_ref()
-                        .map(|e| e.to_string())
-                        .unwrap_or_default()
                 ),
-            ),
-            Some(_) if !component.unjoined_pods.is_empty() => fail(
-                OMENativeObservationInvalid,
-                format!(
-                    "{} pod(s) of the component carry no Instance index",
-                    component.unjoined_pods.len()
-                ),
-            ),
-            Some(_) => pass("InferenceReplica observed and current"),
+            );
+            return;
         }
+        Err(why) => {
+            visit("InferenceReplica", fail(OMENativeObservationInvalid, why));
+            return;
+        }
+    };
+    let ir_name = replica.metadata.name.as_deref().unwrap_or_default();
+    check!(
+        "InferenceReplica",
+        pass("InferenceReplica observed and current")
     );
-    let status = status.expect("checked above");
     check!(
         "not paused",
         if replica.spec.paused == Some(true) {

@@ -116,9 +116,15 @@ pub fn explain(
     selector: &Selector,
 ) -> Result<Vec<Explanation>, NotFound> {
     let cluster = &ctx.cluster;
-    let workload = cluster
-        .workload(&selector.workload)
-        .ok_or_else(|| NotFound::Workload(selector.workload.clone()))?;
+    let workload = cluster.workload(&selector.workload).ok_or_else(|| {
+        match cluster.unreadable_service(&selector.workload) {
+            Some(u) => NotFound::Unreadable {
+                workload: selector.workload.clone(),
+                problem: u.problem(),
+            },
+            None => NotFound::Workload(selector.workload.clone()),
+        }
+    })?;
     let mut out = Vec::new();
     let mut components = 0;
     // Built on the first Instance that is simulated, then shared by the rest.
@@ -129,6 +135,10 @@ pub fn explain(
             continue;
         }
         components += 1;
+        if component.unobservable.is_some() {
+            out.push(explain_unobservable(ctx, decision, c));
+            continue;
+        }
         for &i in &component.instances {
             let inst = &cluster.instances[i];
             if selector.instance.is_some_and(|want| want != inst.index) {
@@ -155,19 +165,42 @@ pub fn explain(
     Ok(out)
 }
 
-fn explain_instance(
-    ctx: &Context<'_>,
-    decision: &Decision,
-    i: usize,
-    ledger: &mut Option<simulate::Ledger>,
-) -> Explanation {
+/// A component whose Instances cannot be resolved, as one whole (instance -1): where its pods
+/// hold GPUs, and why no Instance of it can be told.
+fn explain_unobservable(ctx: &Context<'_>, decision: &Decision, c: usize) -> Explanation {
     let cluster = &ctx.cluster;
-    let inst = &cluster.instances[i];
-    let component = &cluster.components[inst.component];
-    let workload = ctx.workload_key(i).to_string();
+    let component = &cluster.components[c];
+    let workload = cluster.workloads[component.workload].key.clone();
+    let nodes = node_shares(ctx, &component.unjoined_pods);
+    let why = component.unobservable.as_ref().map(|w| w.to_string());
+    Explanation {
+        gpus: nodes.iter().map(|n| n.gpus).sum(),
+        recommendations: rows_about(decision, &workload, component.kind, -1),
+        workload,
+        component: component.kind,
+        instance: -1,
+        mode: component.mode.as_str(),
+        pool: None,
+        nodes,
+        checks: vec![CheckLine {
+            check: "InferenceReplica",
+            passed: false,
+            reason: Some(AdvisoryReason::OMENativeObservationInvalid),
+            detail: format!(
+                "no Instance can be resolved: {}; Alfred builds none from pod labels and moves nothing of this component until OME reports it",
+                why.unwrap_or_default()
+            ),
+        }],
+        targets: Vec::new(),
+        scheduling: None,
+    }
+}
+
+/// GPUs per node of the live pods given, in the order their nodes first appear.
+fn node_shares(ctx: &Context<'_>, pods: &[usize]) -> Vec<NodeShare> {
     let mut nodes: Vec<NodeShare> = Vec::new();
-    for &p in &inst.pods {
-        let pod = &cluster.pods[p];
+    for &p in pods {
+        let pod = &ctx.cluster.pods[p];
         if let (Some(node), false) = (pod.node, pod.terminal) {
             match nodes.iter_mut().find(|n| n.node == node) {
                 Some(n) => n.gpus += pod.gpus,
@@ -178,6 +211,35 @@ fn explain_instance(
             }
         }
     }
+    nodes
+}
+
+/// The pass's rows about an Instance (`index`) or its whole component.
+fn rows_about(decision: &Decision, workload: &str, kind: ComponentKind, index: i32) -> Vec<Row> {
+    decision
+        .recommendations
+        .iter()
+        .map(|r| &r.row)
+        .filter(|r| {
+            r.workload == workload
+                && r.component == kind
+                && (r.instance == index || r.instance == -1)
+        })
+        .cloned()
+        .collect()
+}
+
+fn explain_instance(
+    ctx: &Context<'_>,
+    decision: &Decision,
+    i: usize,
+    ledger: &mut Option<simulate::Ledger>,
+) -> Explanation {
+    let cluster = &ctx.cluster;
+    let inst = &cluster.instances[i];
+    let component = &cluster.components[inst.component];
+    let workload = ctx.workload_key(i).to_string();
+    let nodes = node_shares(ctx, &inst.pods);
     let mode_check = |reason: AdvisoryReason, detail: &str| CheckLine {
         check: "deployment mode",
         passed: false,
@@ -270,17 +332,7 @@ fn explain_instance(
             ))
         }
     }
-    let recommendations = decision
-        .recommendations
-        .iter()
-        .map(|r| &r.row)
-        .filter(|r| {
-            r.workload == workload
-                && r.component == component.kind
-                && (r.instance == inst.index || r.instance == -1)
-        })
-        .cloned()
-        .collect();
+    let recommendations = rows_about(decision, &workload, component.kind, inst.index);
     Explanation {
         workload,
         component: component.kind,

@@ -60,6 +60,10 @@ crate::serde_by_name!(PolicyName, RowOutcome);
 pub enum NotFound {
     #[error("no InferenceService {0} in the cluster (kubectl get inferenceservices -A lists them)")]
     Workload(String),
+    #[error(
+        "InferenceService {workload} cannot be read ({problem}): nothing is decided for it until the object is fixed (kubectl edit inferenceservice -n NAMESPACE NAME)"
+    )]
+    Unreadable { workload: String, problem: String },
     #[error("{workload} has no {component} component")]
     Component {
         workload: String,

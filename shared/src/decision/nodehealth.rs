@@ -11,8 +11,9 @@ use sha2::{Digest, Sha256};
 
 use super::eligibility::{self, Purpose};
 use super::{AdvisoryReason, CandidateReason, PolicyName, Recommendation, Row, joint};
+use crate::api::component::ComponentKind;
 use crate::mode::DeploymentMode;
-use crate::model::context::Context;
+use crate::model::context::{Context, DEFAULT_PRIORITY};
 use crate::model::health::HealthState;
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -83,15 +84,7 @@ pub fn run(ctx: &Context<'_>) -> (Vec<Recommendation>, BTreeMap<String, NodeReco
         if n.health.state == HealthState::Clear && n.maintenance.is_empty() {
             continue;
         }
-        let mut workloads = BTreeSet::new();
-        let mut occupied = false;
-        for &p in &n.pods {
-            let pod = &cluster.pods[p];
-            if let Some(o) = &pod.owner {
-                workloads.insert(format!("{}/{}", pod.namespace, o.isvc));
-                occupied |= pod.gpus > 0;
-            }
-        }
+        let (workloads, occupied) = cluster.gpu_occupants(n);
         let conditions = n
             .node
             .status
@@ -116,7 +109,7 @@ pub fn run(ctx: &Context<'_>) -> (Vec<Recommendation>, BTreeMap<String, NodeReco
                     requested: !n.maintenance.is_empty(),
                     triggers: n.maintenance.clone(),
                 },
-                workloads: workloads.into_iter().collect(),
+                workloads,
                 ome_gpu_occupants_present: occupied,
                 observed_at: cluster.now,
                 signaled_at: None,
@@ -243,10 +236,23 @@ fn evacuations(ctx: &Context<'_>) -> Vec<Recommendation> {
         }
         rows.push(r);
     }
-    // OME pods with GPUs on the nodes being left that no Instance accounts for.
-    let mut orphan_components: BTreeSet<(String, crate::api::component::ComponentKind)> =
-        BTreeSet::new();
-    let mut orphan_rows = Vec::new();
+    rows.extend(unresolved_components(ctx, &covered));
+    // Unhealthy nodes first, then maintenance; executable moves before advice in each.
+    super::sort_rows(&mut rows, |r| {
+        2 * u8::from(r.row.reason != CandidateReason::NodeUnhealthy) + u8::from(!r.executable())
+    });
+    rows
+}
+
+/// One component-wide row (instance -1, no target) for each component whose OME pods hold GPUs
+/// on a node being left but that no Instance above accounts for: its InferenceReplica cannot
+/// be observed, its InferenceService cannot be read or is gone, or a pod has no Instance index.
+/// The source is the component's Unhealthy node first, then the lowest name.
+fn unresolved_components(ctx: &Context<'_>, covered: &BTreeSet<usize>) -> Vec<Recommendation> {
+    let cluster = &ctx.cluster;
+    // (workload, component) -> (reason, node, a pod there), the preferred source so far.
+    let mut sources: BTreeMap<(String, ComponentKind), (CandidateReason, &str, &str)> =
+        BTreeMap::new();
     for n in &cluster.nodes {
         let Some(reason) = leave_reason(ctx, n.name) else {
             continue;
@@ -257,27 +263,64 @@ fn evacuations(ctx: &Context<'_>) -> Vec<Recommendation> {
             if pod.gpus <= 0 || covered.contains(&p) {
                 continue;
             }
-            let workload = format!("{}/{}", pod.namespace, o.isvc);
-            if !orphan_components.insert((workload.clone(), o.component)) {
-                continue;
-            }
-            orphan_rows.push(Recommendation::advice(
-                Row::new(&workload, o.component, -1, PolicyName::Nodehealth, reason, n.name, 0.0),
+            let source = (reason, n.name, pod.name);
+            sources
+                .entry((format!("{}/{}", pod.namespace, o.isvc), o.component))
+                .and_modify(|s| {
+                    if (reason != CandidateReason::NodeUnhealthy, n.name)
+                        < (s.0 != CandidateReason::NodeUnhealthy, s.1)
+                    {
+                        *s = source;
+                    }
+                })
+                .or_insert(source);
+        }
+    }
+    sources
+        .into_iter()
+        .map(|((workload, kind), (reason, from, pod))| {
+            let w = cluster.workload_index(&workload);
+            let priority = w.map_or(DEFAULT_PRIORITY, |w| ctx.workloads[w].priority);
+            let why = unresolved_why(ctx, w, &workload, kind, pod);
+            Recommendation::advice(
+                Row::new(&workload, kind, -1, PolicyName::Nodehealth, reason, from, priority),
                 AdvisoryReason::OMENativeObservationInvalid,
                 0,
                 format!(
-                    "pod {} of {workload} ({}) holds GPUs on {} but belongs to no Instance Alfred can see (no InferenceService, or no Instance index); check its labels and its InferenceReplica.",
-                    pod.name, o.component, n.name
+                    "{workload} ({kind}) holds GPUs on {from}, which it must leave, but no Instance of it can be resolved: {why}; Alfred moves nothing it cannot observe."
                 ),
-            ));
-        }
+            )
+        })
+        .collect()
+}
+
+/// Why no Instance holds a component's pod, as the model tells it.
+fn unresolved_why(
+    ctx: &Context<'_>,
+    workload: Option<usize>,
+    key: &str,
+    kind: ComponentKind,
+    pod: &str,
+) -> String {
+    let cluster = &ctx.cluster;
+    let Some(w) = workload else {
+        return match cluster.unreadable_service(key) {
+            Some(u) => format!("InferenceService {key} cannot be read ({})", u.problem()),
+            None => format!("pod {pod} names InferenceService {key}, which does not exist"),
+        };
+    };
+    let component = cluster.workloads[w]
+        .components
+        .iter()
+        .map(|&c| &cluster.components[c])
+        .find(|c| c.kind == kind);
+    match component {
+        None => format!("{key} declares no {kind} component, yet pod {pod} is labelled for one"),
+        Some(c) => match &c.unobservable {
+            Some(why) => why.to_string(),
+            None => format!("pod {pod} carries no Instance index; check its labels"),
+        },
     }
-    rows.extend(orphan_rows);
-    // Unhealthy nodes first, then maintenance; executable moves before advice in each.
-    super::sort_rows(&mut rows, |r| {
-        2 * u8::from(r.row.reason != CandidateReason::NodeUnhealthy) + u8::from(!r.executable())
-    });
-    rows
 }
 
 fn row(ctx: &Context<'_>, i: usize, reason: CandidateReason, from: &str, score: f64) -> Row {

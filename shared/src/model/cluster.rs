@@ -9,7 +9,6 @@ use crate::api::core::{Container, Node, Pod, PodSpec};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::InferenceService;
-use crate::api::columnar::RowsError;
 use crate::api::component::ComponentKind;
 use crate::api::keys;
 use crate::api::replica::{InferenceReplica, InstanceStatus, MigrationPhase};
@@ -17,7 +16,8 @@ use crate::config::Config;
 use crate::kubernetes::quantity::{self, is_gpu_resource};
 use crate::mode::{self, DeploymentMode};
 use crate::model::health::{self, Health, HealthState};
-use crate::snapshot::Snapshot;
+use crate::model::observation::{ReplicaIndex, Unobservable};
+use crate::snapshot::{Snapshot, UnreadableKind, UnreadableObject};
 
 /// The label LeaderWorkerSet puts on the pods of one group (one MultiNode Instance).
 pub const LABEL_LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
@@ -185,14 +185,16 @@ pub struct Component<'s> {
     pub kind: ComponentKind,
     /// As Alfred reads it: from the InferenceService alone.
     pub mode: DeploymentMode,
+    /// Its InferenceReplica, when exactly one readable one serves it (also when stale).
     pub replica: Option<&'s InferenceReplica>,
     /// Indices into [`Cluster::instances`], by index.
     pub instances: Vec<usize>,
-    /// Pods labelled for this component that could not be joined to an Instance.
+    /// Pods labelled for this component that no Instance holds: all of them when the component
+    /// cannot be observed, else those without an Instance index.
     pub unjoined_pods: Vec<usize>,
-    /// The InferenceReplica's rows cannot be read (a malformed ColumnarV2 payload): no
-    /// Instance has a row, and the component's observation is invalid.
-    pub rows_error: Option<RowsError>,
+    /// Why an OMENative component's Instances cannot be resolved: then it has none
+    /// ([`crate::model::observation`]).
+    pub unobservable: Option<Unobservable>,
 }
 
 pub struct Instance<'s> {
@@ -259,7 +261,12 @@ pub struct Cluster<'s> {
     pub migrations: Vec<MigrationInFlight>,
     /// The cluster serves no InferenceReplica (OME before OMENative).
     pub replicas_unserved: bool,
+    /// OME objects that cannot be read as their kind; an unreadable InferenceService has no
+    /// workload here.
+    pub unreadable: &'s [UnreadableObject],
     node_by_name: HashMap<&'s str, usize>,
+    /// (namespace, InferenceReplica name) -> the InferenceService its parentRef names.
+    replica_parents: HashMap<(&'s str, &'s str), &'s str>,
     /// (namespace, name) -> index into `workloads`.
     workload_by_name: HashMap<(&'s str, &'s str), usize>,
 }
@@ -303,13 +310,45 @@ impl<'s> Cluster<'s> {
             pending: Vec::new(),
             migrations: Vec::new(),
             replicas_unserved: snapshot.replicas_unserved(),
+            unreadable: &snapshot.unreadable,
             node_by_name,
+            replica_parents: replica_parents(snapshot),
             workload_by_name: HashMap::new(),
         };
         cluster.join_workloads(snapshot);
         cluster.collect_pending();
         cluster.collect_migrations(snapshot);
         cluster
+    }
+
+    /// What occupies a node's GPUs, for its record (alfred-reference.md §3.1): the sorted
+    /// workloads of the OME pods holding GPUs there, and whether any does. A pod counts for the
+    /// InferenceService of the InferenceReplica that controls it, else for the one its label
+    /// names; one whose owner cannot be resolved still occupies the node, under no name.
+    pub fn gpu_occupants(&self, node: &NodeView<'_>) -> (Vec<String>, bool) {
+        let mut workloads = BTreeSet::new();
+        let mut occupied = false;
+        for &p in &node.pods {
+            let pod = &self.pods[p];
+            if pod.gpus <= 0 || !ome_identity(pod) {
+                continue;
+            }
+            occupied = true;
+            let parent = controlling_replica(pod.pod)
+                .and_then(|ir| self.replica_parents.get(&(pod.namespace, ir)));
+            if let Some(isvc) = parent.copied().or(pod.owner.as_ref().map(|o| o.isvc)) {
+                workloads.insert(format!("{}/{isvc}", pod.namespace));
+            }
+        }
+        (workloads.into_iter().collect(), occupied)
+    }
+
+    /// The InferenceService `namespace/name` when the snapshot holds it but cannot read it.
+    pub fn unreadable_service(&self, key: &str) -> Option<&'s UnreadableObject> {
+        let (namespace, name) = key.split_once('/')?;
+        self.unreadable.iter().find(|u| {
+            u.kind == UnreadableKind::InferenceService && u.namespace == namespace && u.name == name
+        })
     }
 
     pub fn node_index(&self, name: &str) -> Option<usize> {
@@ -363,7 +402,7 @@ impl<'s> Cluster<'s> {
         for list in owned.values_mut() {
             list.sort_by(|a, b| self.pods[*a].name.cmp(self.pods[*b].name));
         }
-        let replicas = ReplicaIndex::new(&snapshot.inference_replicas);
+        let replicas = ReplicaIndex::new(snapshot);
         for isvc in isvcs {
             let namespace = isvc.metadata.namespace.as_deref().unwrap_or("default");
             let name = isvc.metadata.name.as_deref().unwrap_or_default();
@@ -378,26 +417,27 @@ impl<'s> Cluster<'s> {
             };
             for (kind, _) in isvc.spec.components() {
                 let mode = mode::alfred_mode(&isvc.spec, kind);
-                let replica = replicas.find(namespace, name, kind);
+                let observed = replicas.observe(namespace, name, kind);
                 let pods = owned.remove(&(namespace, name, kind)).unwrap_or_default();
                 let c = self.components.len();
-                let (rows, rows_error) = match replica.and_then(|r| r.status.as_ref()) {
-                    Some(status) if mode == DeploymentMode::OmeNative => match status.rows() {
-                        Ok(Cow::Borrowed(rows)) => (rows.iter().map(Cow::Borrowed).collect(), None),
-                        Ok(Cow::Owned(rows)) => (rows.into_iter().map(Cow::Owned).collect(), None),
-                        Err(e) => (Vec::new(), Some(e)),
-                    },
-                    _ => (Vec::new(), None),
+                let (groups, unjoined, unobservable) = match observed.rows {
+                    Err(why) if mode == DeploymentMode::OmeNative => {
+                        (BTreeMap::new(), pods, Some(why))
+                    }
+                    rows => {
+                        let rows = rows.unwrap_or_default();
+                        let (groups, unjoined) = self.group_instances(mode, rows, &pods);
+                        (groups, unjoined, None)
+                    }
                 };
-                let (groups, unjoined) = self.group_instances(mode, rows, &pods);
                 let mut component = Component {
                     workload: w,
                     kind,
                     mode,
-                    replica,
+                    replica: observed.replica,
                     instances: Vec::new(),
                     unjoined_pods: unjoined,
-                    rows_error,
+                    unobservable,
                 };
                 for (index, (pods, row)) in groups {
                     component.instances.push(self.instances.len());
@@ -637,6 +677,45 @@ fn pod_view(pod: &Pod) -> PodView<'_> {
     }
 }
 
+/// A pod OME runs: labelled with its InferenceService or `ome.io/managed-by: OMENative`, or
+/// controlled by an InferenceReplica.
+fn ome_identity(pod: &PodView<'_>) -> bool {
+    pod.owner.is_some()
+        || pod.pod.metadata.label(keys::LABEL_MANAGED_BY) == Some(keys::MANAGED_BY_OMENATIVE)
+        || controlling_replica(pod.pod).is_some()
+}
+
+/// The name of the InferenceReplica that is the pod's controller, if one is.
+fn controlling_replica(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .owner_references
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .filter(|o| o.kind == "InferenceReplica" && o.api_version.starts_with("ome.io/"))
+        .map(|o| o.name.as_str())
+}
+
+fn replica_parents(snapshot: &Snapshot) -> HashMap<(&str, &str), &str> {
+    let readable = snapshot.inference_replicas.iter().filter_map(|r| {
+        Some((
+            r.metadata.namespace.as_deref().unwrap_or("default"),
+            r.metadata.name.as_deref()?,
+            r.spec.parent_ref.as_ref()?.name.as_str(),
+        ))
+    });
+    let unreadable = snapshot.unreadable.iter().filter_map(|u| {
+        (u.kind == UnreadableKind::InferenceReplica).then_some((
+            u.namespace.as_str(),
+            u.name.as_str(),
+            u.parent.as_deref()?,
+        ))
+    });
+    readable
+        .chain(unreadable)
+        .map(|(namespace, name, parent)| ((namespace, name), parent))
+        .collect()
+}
+
 /// Pool keys: the GPU product label; unlabelled nodes adopt the product when every labelled node
 /// of the same shape (instance type, GPU resource and count) agrees on one; else the instance
 /// type; else the GPU resource name.
@@ -685,46 +764,4 @@ fn collect_pools(nodes: &[NodeView<'_>]) -> Vec<Pool> {
             nodes,
         })
         .collect()
-}
-
-/// InferenceReplicas by the component they serve: named `{isvc}-{component}`, or pointing at the
-/// InferenceService through `parentRef` with the same component (the name wins).
-struct ReplicaIndex<'s> {
-    by_name: HashMap<(&'s str, &'s str), &'s InferenceReplica>,
-    by_parent: HashMap<(&'s str, &'s str, ComponentKind), &'s InferenceReplica>,
-}
-
-impl<'s> ReplicaIndex<'s> {
-    fn new(replicas: &'s [InferenceReplica]) -> Self {
-        let mut index = ReplicaIndex {
-            by_name: HashMap::new(),
-            by_parent: HashMap::new(),
-        };
-        for r in replicas {
-            let namespace = r.metadata.namespace.as_deref().unwrap_or("default");
-            let name = r.metadata.name.as_deref().unwrap_or_default();
-            index.by_name.entry((namespace, name)).or_insert(r);
-            if let Some(parent) = &r.spec.parent_ref {
-                index
-                    .by_parent
-                    .entry((namespace, parent.name.as_str(), r.spec.component))
-                    .or_insert(r);
-            }
-        }
-        index
-    }
-
-    fn find(
-        &self,
-        namespace: &str,
-        isvc: &str,
-        kind: ComponentKind,
-    ) -> Option<&'s InferenceReplica> {
-        let projected = format!("{isvc}-{kind}");
-        self.by_name
-            .get(&(namespace, projected.as_str()))
-            .filter(|r| r.spec.component == kind)
-            .or_else(|| self.by_parent.get(&(namespace, isvc, kind)))
-            .copied()
-    }
 }

@@ -7,6 +7,7 @@ pub mod access;
 pub mod cluster;
 pub mod context;
 pub mod health;
+pub mod observation;
 
 pub use access::ModelAccess;
 pub use context::{Context, WorkloadSettings};

@@ -117,9 +117,13 @@ pub enum ReportError {
         mode: crate::mode::DeploymentMode,
     },
     #[error(
-        "InferenceReplica {replica} cannot be read: {error} (OMENativeObservationInvalid); its Instance rows are what a rollout is planned from"
+        "{workload} {kind} cannot be observed: {why} (OMENativeObservationInvalid); a rollout is planned from its InferenceReplica's Instance rows, so none is planned until OME reports them"
     )]
-    RowsUnreadable { replica: String, error: String },
+    Unobservable {
+        workload: String,
+        kind: ComponentKind,
+        why: crate::model::observation::Unobservable,
+    },
     #[error(transparent)]
     Defaults(#[from] strategy::DefaultsError),
     /// The resolved budget has no value for this component's replicas.
@@ -267,11 +271,11 @@ pub fn report(
             mode: c.mode,
         });
     }
-    if let Some(e) = &c.rows_error {
-        let name = c.replica.and_then(|r| r.metadata.name.as_deref());
-        return Err(ReportError::RowsUnreadable {
-            replica: format!("{}/{}", w.namespace, name.unwrap_or_default()),
-            error: e.to_string(),
+    if let Some(why) = &c.unobservable {
+        return Err(ReportError::Unobservable {
+            workload: workload_key.to_string(),
+            kind,
+            why: why.clone(),
         });
     }
     let spec = w.isvc.spec.component(kind);
