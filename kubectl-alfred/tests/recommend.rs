@@ -202,3 +202,85 @@ fn the_plan_shows_its_moves_and_the_trade() {
     let (code, _, _) = alfred(&["recommend", "--max-moves", "1", "-f", &path]);
     assert_eq!(code, Some(2));
 }
+
+/// One malformed InferenceReplica row (an operation without the `type` OME's CRD requires, as
+/// an older controller or a hand edit can leave it) costs its own component: the snapshot is
+/// read, the note names the object and field, that component gets one component-wide row,
+/// `explain` says why, and every other workload is decided as before.
+#[test]
+fn a_malformed_replica_costs_its_component_not_the_snapshot() {
+    let demo =
+        std::fs::read_to_string(format!("{}/../{DEMO}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let ir = demo
+        .find("  name: qwen3-8b-eval-engine\n  namespace: research")
+        .unwrap();
+    let row = ir
+        + demo[ir..]
+            .find("  - index: 0\n    incarnation: 1\n")
+            .unwrap();
+    let broken = format!(
+        "{}  - index: 0\n    operation: {{id: op-7, step: Surge}}\n{}",
+        &demo[..row],
+        &demo[row + "  - index: 0\n".len()..]
+    );
+    let path = std::env::temp_dir().join(format!("alfred-malformed-{}.yaml", std::process::id()));
+    std::fs::write(&path, broken).unwrap();
+    let file = path.to_str().unwrap();
+    let rows = |source: &str| -> (Vec<serde_json::Value>, String) {
+        let (code, out, err) = alfred(&["recommend", "-f", source, "--now", NOW, "-o", "json"]);
+        assert_eq!(code, Some(0), "{err}");
+        let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+        (doc["recommendations"].as_array().unwrap().clone(), err)
+    };
+    let (before, _) = rows(DEMO);
+    let (after, err) = rows(file);
+    assert!(
+        err.contains("InferenceReplica research/qwen3-8b-eval-engine cannot be read (field status.instanceStatuses[0].operation: missing field `type`)"),
+        "{err}"
+    );
+    let eval = |r: &&serde_json::Value| r["workload"] == "research/qwen3-8b-eval";
+    // Which rows the others get (the simulation budget may fall on other rows of them).
+    let others = |rows: &[serde_json::Value]| -> Vec<String> {
+        let key = [
+            "policy",
+            "workload",
+            "component",
+            "instance",
+            "fromNode",
+            "reason",
+        ];
+        rows.iter()
+            .filter(|r| !eval(r))
+            .map(|r| key.map(|k| r[k].to_string()).join("|"))
+            .collect()
+    };
+    assert_eq!(
+        others(&after),
+        others(&before),
+        "every other workload is decided as before"
+    );
+    let eval_rows: Vec<&serde_json::Value> = after.iter().filter(eval).collect();
+    assert_eq!(eval_rows.len(), 1, "{eval_rows:#?}");
+    assert_eq!(eval_rows[0]["instance"], -1);
+    assert_eq!(
+        eval_rows[0]["advisoryReason"],
+        "OMENativeObservationInvalid"
+    );
+    assert_eq!(eval_rows[0]["fromNode"], "h100-03");
+    assert!(eval_rows[0].get("hintTargets").is_none());
+
+    let (code, out, err) = alfred(&[
+        "explain",
+        "research/qwen3-8b-eval",
+        "-f",
+        file,
+        "--now",
+        NOW,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("no Instance can be resolved: InferenceReplica qwen3-8b-eval-engine cannot be read: field status.instanceStatuses[0].operation: missing field `type`"),
+        "{out}"
+    );
+    std::fs::remove_file(&path).ok();
+}
