@@ -370,3 +370,34 @@ fn node_records_count_what_occupies_gpus() {
     let d = w.decide(V1);
     assert_eq!(d.nodes["node.n3"].workloads, vec!["team/c"]);
 }
+
+/// Draining a node never counts it empty while pods of a component no Instance holds run there.
+#[test]
+fn a_drain_keeps_what_it_cannot_observe() {
+    use alfred::decision::drain::{DrainOptions, drain};
+    for (form, w) in both_forms(world()) {
+        let w = w.edit("InferenceReplica", "a-engine", |r| {
+            r["metadata"]["generation"] = json!(2)
+        });
+        w.with_ctx(V1, |ctx| {
+            let options = DrainOptions {
+                nodes: vec!["n1".into()],
+                ..DrainOptions::default()
+            };
+            let report = drain(ctx, &options).unwrap();
+            assert!(!report.complete, "{form}: {report:#?}");
+            assert!(!report.nodes[0].emptied, "{form}");
+            let a = report.moves.iter().find(|m| m.workload == "team/a").unwrap();
+            assert_eq!((a.instance, a.gpus), (-1, 2), "{form}");
+            assert!(a.placements.is_empty(), "{form}");
+            assert_eq!(a.reason, Some(AdvisoryReason::OMENativeObservationInvalid));
+            assert!(
+                a.detail.starts_with("cannot move: no Instance can be resolved: InferenceReplica a-engine status is stale"),
+                "{form}: {}",
+                a.detail
+            );
+            let b = report.moves.iter().find(|m| m.workload == "team/b").unwrap();
+            assert!(!b.placements.is_empty(), "{form}: b still moves");
+        });
+    }
+}

@@ -120,6 +120,32 @@ pub fn drain(ctx: &Context<'_>, options: &DrainOptions) -> Result<DrainReport, N
         }
         moves.push(m);
     }
+    // OME pods holding GPUs on the nodes that no Instance holds stay: never count the node empty.
+    for ((workload, kind), pods) in cluster.unheld_gpu_pods() {
+        let here: Vec<usize> = pods
+            .into_iter()
+            .filter(|&p| cluster.pods[p].host.is_some_and(|n| listed.contains(&n)))
+            .collect();
+        let Some(&first) = here.first() else { continue };
+        let mut from: Vec<String> = here
+            .iter()
+            .filter_map(|&p| cluster.pods[p].node.map(str::to_string))
+            .collect();
+        from.dedup();
+        moves.push(DrainMove {
+            detail: format!(
+                "cannot move: no Instance can be resolved: {}",
+                cluster.why_no_instance(&workload, kind, first)
+            ),
+            workload,
+            component: kind,
+            instance: -1,
+            gpus: here.iter().map(|&p| cluster.pods[p].gpus).sum(),
+            from,
+            placements: Vec::new(),
+            reason: Some(AdvisoryReason::OMENativeObservationInvalid),
+        });
+    }
     let instances: Vec<usize> = to_plan.iter().map(|t| t.0).collect();
     let joint_options = JointOptions {
         exclude: listed.clone(),

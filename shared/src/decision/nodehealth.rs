@@ -3,7 +3,7 @@
 //! maintenance, and a move for each Instance with a pod on an Unhealthy or maintenance node,
 //! planned jointly so the moves off the same nodes never count on the same free GPUs.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -11,7 +11,6 @@ use sha2::{Digest, Sha256};
 
 use super::eligibility::{self, Purpose};
 use super::{AdvisoryReason, CandidateReason, PolicyName, Recommendation, Row, joint};
-use crate::api::component::ComponentKind;
 use crate::mode::DeploymentMode;
 use crate::model::context::{Context, DEFAULT_PRIORITY};
 use crate::model::health::HealthState;
@@ -140,7 +139,6 @@ fn leave_reason(ctx: &Context<'_>, node: &str) -> Option<CandidateReason> {
 fn evacuations(ctx: &Context<'_>) -> Vec<Recommendation> {
     let cluster = &ctx.cluster;
     let mut rows = Vec::new();
-    let mut covered: BTreeSet<usize> = BTreeSet::new();
     let mut to_plan: Vec<(usize, CandidateReason, String)> = Vec::new();
     for (i, inst) in cluster.instances.iter().enumerate() {
         if inst.gpus <= 0 {
@@ -156,7 +154,6 @@ fn evacuations(ctx: &Context<'_>) -> Vec<Recommendation> {
         else {
             continue;
         };
-        covered.extend(inst.pods.iter().copied());
         let component = &cluster.components[inst.component];
         let settings = ctx.settings_of(i);
         let advice = |code: AdvisoryReason, detail: String| {
@@ -236,7 +233,7 @@ fn evacuations(ctx: &Context<'_>) -> Vec<Recommendation> {
         }
         rows.push(r);
     }
-    rows.extend(unresolved_components(ctx, &covered));
+    rows.extend(unresolved_components(ctx));
     // Unhealthy nodes first, then maintenance; executable moves before advice in each.
     super::sort_rows(&mut rows, |r| {
         2 * u8::from(r.row.reason != CandidateReason::NodeUnhealthy) + u8::from(!r.executable())
@@ -245,82 +242,36 @@ fn evacuations(ctx: &Context<'_>) -> Vec<Recommendation> {
 }
 
 /// One component-wide row (instance -1, no target) for each component whose OME pods hold GPUs
-/// on a node being left but that no Instance above accounts for: its InferenceReplica cannot
-/// be observed, its InferenceService cannot be read or is gone, or a pod has no Instance index.
-/// The source is the component's Unhealthy node first, then the lowest name.
-fn unresolved_components(ctx: &Context<'_>, covered: &BTreeSet<usize>) -> Vec<Recommendation> {
+/// on a node being left but that no Instance accounts for ([`crate::model::cluster::Cluster::unheld_gpu_pods`]). The
+/// source is the component's Unhealthy node first, then the lowest name.
+fn unresolved_components(ctx: &Context<'_>) -> Vec<Recommendation> {
     let cluster = &ctx.cluster;
-    // (workload, component) -> (reason, node, a pod there), the preferred source so far.
-    let mut sources: BTreeMap<(String, ComponentKind), (CandidateReason, &str, &str)> =
-        BTreeMap::new();
-    for n in &cluster.nodes {
-        let Some(reason) = leave_reason(ctx, n.name) else {
+    let mut rows = Vec::new();
+    for ((workload, kind), pods) in cluster.unheld_gpu_pods() {
+        let source = pods
+            .iter()
+            .filter_map(|&p| {
+                let node = cluster.pods[p].node?;
+                leave_reason(ctx, node).map(|reason| (reason, node, p))
+            })
+            .min_by_key(|&(reason, node, _)| (reason != CandidateReason::NodeUnhealthy, node));
+        let Some((reason, from, pod)) = source else {
             continue;
         };
-        for &p in &n.pods {
-            let pod = &cluster.pods[p];
-            let Some(o) = &pod.owner else { continue };
-            if pod.gpus <= 0 || covered.contains(&p) {
-                continue;
-            }
-            let source = (reason, n.name, pod.name);
-            sources
-                .entry((format!("{}/{}", pod.namespace, o.isvc), o.component))
-                .and_modify(|s| {
-                    if (reason != CandidateReason::NodeUnhealthy, n.name)
-                        < (s.0 != CandidateReason::NodeUnhealthy, s.1)
-                    {
-                        *s = source;
-                    }
-                })
-                .or_insert(source);
-        }
+        let priority = cluster
+            .workload_index(&workload)
+            .map_or(DEFAULT_PRIORITY, |w| ctx.workloads[w].priority);
+        let why = cluster.why_no_instance(&workload, kind, pod);
+        rows.push(Recommendation::advice(
+            Row::new(&workload, kind, -1, PolicyName::Nodehealth, reason, from, priority),
+            AdvisoryReason::OMENativeObservationInvalid,
+            0,
+            format!(
+                "{workload} ({kind}) holds GPUs on {from}, which it must leave, but no Instance of it can be resolved: {why}; Alfred moves nothing it cannot observe."
+            ),
+        ));
     }
-    sources
-        .into_iter()
-        .map(|((workload, kind), (reason, from, pod))| {
-            let w = cluster.workload_index(&workload);
-            let priority = w.map_or(DEFAULT_PRIORITY, |w| ctx.workloads[w].priority);
-            let why = unresolved_why(ctx, w, &workload, kind, pod);
-            Recommendation::advice(
-                Row::new(&workload, kind, -1, PolicyName::Nodehealth, reason, from, priority),
-                AdvisoryReason::OMENativeObservationInvalid,
-                0,
-                format!(
-                    "{workload} ({kind}) holds GPUs on {from}, which it must leave, but no Instance of it can be resolved: {why}; Alfred moves nothing it cannot observe."
-                ),
-            )
-        })
-        .collect()
-}
-
-/// Why no Instance holds a component's pod, as the model tells it.
-fn unresolved_why(
-    ctx: &Context<'_>,
-    workload: Option<usize>,
-    key: &str,
-    kind: ComponentKind,
-    pod: &str,
-) -> String {
-    let cluster = &ctx.cluster;
-    let Some(w) = workload else {
-        return match cluster.unreadable_service(key) {
-            Some(u) => format!("InferenceService {key} cannot be read ({})", u.problem()),
-            None => format!("pod {pod} names InferenceService {key}, which does not exist"),
-        };
-    };
-    let component = cluster.workloads[w]
-        .components
-        .iter()
-        .map(|&c| &cluster.components[c])
-        .find(|c| c.kind == kind);
-    match component {
-        None => format!("{key} declares no {kind} component, yet pod {pod} is labelled for one"),
-        Some(c) => match &c.unobservable {
-            Some(why) => why.to_string(),
-            None => format!("pod {pod} carries no Instance index; check its labels"),
-        },
-    }
+    rows
 }
 
 fn row(ctx: &Context<'_>, i: usize, reason: CandidateReason, from: &str, score: f64) -> Row {

@@ -3,7 +3,7 @@
 //! Instances joined from pods and InferenceReplica rows, pending GPU pods and migrations in flight.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::api::core::{Container, Node, Pod, PodSpec};
 use k8s_openapi::jiff::Timestamp;
@@ -341,6 +341,56 @@ impl<'s> Cluster<'s> {
             }
         }
         (workloads.into_iter().collect(), occupied)
+    }
+
+    /// The live GPU pods labelled for an OME component that no Instance holds, by (workload,
+    /// component), in node-name then pod order. Alfred can move none of them and must never
+    /// count their nodes as empty: [`Cluster::why_no_instance`] says why.
+    pub fn unheld_gpu_pods(&self) -> BTreeMap<(String, ComponentKind), Vec<usize>> {
+        let held: HashSet<usize> = self
+            .instances
+            .iter()
+            .flat_map(|i| i.pods.iter().copied())
+            .collect();
+        let mut unheld: BTreeMap<(String, ComponentKind), Vec<usize>> = BTreeMap::new();
+        for n in &self.nodes {
+            for &p in &n.pods {
+                let pod = &self.pods[p];
+                let Some(o) = &pod.owner else { continue };
+                if pod.gpus > 0 && !held.contains(&p) {
+                    unheld
+                        .entry((format!("{}/{}", pod.namespace, o.isvc), o.component))
+                        .or_default()
+                        .push(p);
+                }
+            }
+        }
+        unheld
+    }
+
+    /// Why no Instance holds a pod labelled for `kind` of the InferenceService `key`.
+    pub fn why_no_instance(&self, key: &str, kind: ComponentKind, pod: usize) -> String {
+        let pod = self.pods[pod].name;
+        let Some(w) = self.workload_index(key) else {
+            return match self.unreadable_service(key) {
+                Some(u) => format!("InferenceService {key} cannot be read ({})", u.problem()),
+                None => format!("pod {pod} names InferenceService {key}, which does not exist"),
+            };
+        };
+        let component = self.workloads[w]
+            .components
+            .iter()
+            .map(|&c| &self.components[c])
+            .find(|c| c.kind == kind);
+        match component {
+            None => {
+                format!("{key} declares no {kind} component, yet pod {pod} is labelled for one")
+            }
+            Some(c) => match &c.unobservable {
+                Some(why) => why.to_string(),
+                None => format!("pod {pod} carries no Instance index; check its labels"),
+            },
+        }
     }
 
     /// The InferenceService `namespace/name` when the snapshot holds it but cannot read it.

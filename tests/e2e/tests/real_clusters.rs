@@ -47,11 +47,17 @@ fn a_cluster_without_inference_replicas_still_reads() {
     );
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let rows = doc["recommendations"].as_array().unwrap();
-    // Node health still finds its nodes; OMENative Instances cannot be observed, RawDeployment
+    // Node health still finds its nodes; no OMENative Instance can be observed, so a component
+    // on a node being left gets one component-wide row and the others none; RawDeployment
     // advice is unchanged.
     assert!(rows.iter().any(|r| r["fromNode"] == "h100-03"));
-    assert!(rows.iter().any(|r| r["workload"] == "chat/llama-70b-chat"
-        && r["advisoryReason"] == "OMENativeObservationInvalid"));
+    assert!(
+        rows.iter()
+            .any(|r| r["workload"] == "research/deepseek-r1-distill"
+                && r["instance"] == -1
+                && r["advisoryReason"] == "OMENativeObservationInvalid")
+    );
+    assert!(rows.iter().all(|r| r["workload"] != "chat/llama-70b-chat"));
     assert!(
         rows.iter()
             .any(|r| r["workload"] == "legacy/llama-70b-legacy"
