@@ -195,11 +195,20 @@ fn ome_accepts(cluster: &Cluster, isvc: &str, uuid: &str, from: &str) {
 }
 
 fn set_migration(cluster: &Cluster, isvc: &str, row: Value) {
-    let patch = json!({"status": {"migrations": [row]}});
+    patch_status(
+        cluster,
+        &format!("{isvc}-engine"),
+        json!({"migrations": [row]}),
+    );
+}
+
+/// Merges `status` into an InferenceReplica's status, as OME's controller writes it.
+fn patch_status(cluster: &Cluster, replica: &str, status: Value) {
+    let patch = json!({ "status": status });
     cluster.ok(&[
         "patch",
         "inferencereplica",
-        &format!("{isvc}-engine"),
+        replica,
         "-n",
         "team",
         "--subresource=status",
@@ -724,19 +733,7 @@ fn an_unsure_observation_is_never_moved() {
     let status = copy.as_object_mut().unwrap().remove("status").unwrap();
     let out = cluster.kubectl_with(&["create", "-f", "-"], &copy.to_string());
     assert!(out.status.success(), "{}", stderr(&out));
-    let patch = json!({"status": status}).to_string();
-    cluster.ok(&[
-        "patch",
-        "inferencereplica",
-        "a-engine-copy",
-        "-n",
-        "team",
-        "--subresource=status",
-        "--type",
-        "merge",
-        "-p",
-        &patch,
-    ]);
+    patch_status(&cluster, "a-engine-copy", status);
     let pass = migrate(&cluster, &config);
     assert_abstains(
         &cluster,
