@@ -130,7 +130,7 @@ pub async fn record_workloads(client: &Client, events: &[WorkloadEvent]) {
             name: &e.name,
         };
         if let Err(err) = record(client, &subject, e.warning, e.reason, &e.message).await {
-            eprintln!("warning: {err:#}");
+            eprintln!("warning: {}", crate::failure::describe(&err));
         }
     }
 }
@@ -145,7 +145,7 @@ pub async fn record_nodes(client: &Client, events: &[alfred::decision::record::N
             name: &e.node,
         };
         if let Err(err) = record(client, &subject, e.warning, e.reason, &e.message).await {
-            eprintln!("warning: {err:#}");
+            eprintln!("warning: {}", crate::failure::describe(&err));
         }
     }
 }

@@ -10,6 +10,7 @@ use kube::{Client, Config};
 use serde::Deserialize;
 
 use crate::GlobalArgs;
+use crate::failure;
 use crate::progress::Progress;
 
 /// Objects per list page.
@@ -83,6 +84,49 @@ const KINDS: &[Kind] = &[
 
 const CONFIG_MAPS: Kind = kind("configmaps", "/api/v1/configmaps", true);
 
+/// `--request-timeout`: how long one request may take; None waits without limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestTimeout(pub Option<std::time::Duration>);
+
+impl Default for RequestTimeout {
+    fn default() -> Self {
+        RequestTimeout(Some(std::time::Duration::from_secs(30)))
+    }
+}
+
+impl RequestTimeout {
+    /// kubectl's forms: a duration with its unit (`30s`, `2m`), whole seconds (`45`), or `0`
+    /// for no limit.
+    pub fn parse(text: &str) -> Result<RequestTimeout, String> {
+        let seconds = text.parse::<u64>().map(std::time::Duration::from_secs);
+        let duration = match seconds {
+            Ok(d) => d,
+            Err(_) => alfred::kubernetes::duration::parse_go_duration(text)
+                .map_err(|e| e.to_string())?
+                .try_into()
+                .map_err(|_| {
+                    format!("{text:?} is negative; give a length such as 30s, or 0 for no limit")
+                })?,
+        };
+        Ok(RequestTimeout((!duration.is_zero()).then_some(duration)))
+    }
+
+    /// Runs one request, answer and all, within the limit; past it, the sentence says what
+    /// and how long. The request's own answer is left to the caller.
+    pub async fn within<T>(
+        self,
+        action: &str,
+        request: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<Result<T, kube::Error>, failure::CallFailed> {
+        match self.0 {
+            Some(limit) => tokio::time::timeout(limit, request)
+                .await
+                .map_err(|_| failure::timed_out(action, limit)),
+            None => Ok(request.await),
+        }
+    }
+}
+
 pub async fn client(args: &GlobalArgs) -> Result<Client> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
@@ -102,6 +146,12 @@ pub async fn client(args: &GlobalArgs) -> Result<Client> {
             "no cluster configured: set KUBECONFIG or --kubeconfig, or pass -f FILE to read a snapshot",
         )?,
     };
+    // A stalled connection ends the request instead of hanging the command.
+    let limit = args.request_timeout.0;
+    config.connect_timeout = limit;
+    config.read_timeout = limit;
+    config.write_timeout = limit;
+    failure::remember_server(&config.cluster_url.to_string(), limit);
     // Named in the API server's audit log and metrics.
     config.headers.push((
         http::header::USER_AGENT,
@@ -126,6 +176,7 @@ struct ListMetaFields {
 /// beyond the page count. The kinds are fetched concurrently and read in a fixed order.
 pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
     let client = client(args).await?;
+    let limit = args.request_timeout;
     let captured_at = Timestamp::now();
     let mut requests: Vec<(&'static Kind, Option<String>)> =
         KINDS.iter().map(|k| (k, None)).collect();
@@ -139,7 +190,7 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
             let client = client.clone();
             let progress = shown.progress();
             tokio::spawn(async move {
-                let pages = list_pages(&client, kind, selector.as_deref(), &progress).await;
+                let pages = list_pages(&client, limit, kind, selector.as_deref(), &progress).await;
                 progress.list_done();
                 (kind, pages)
             })
@@ -147,7 +198,14 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
         .collect();
     let discovery = {
         let client = client.clone();
-        tokio::spawn(async move { pod_group_resources(&client).await })
+        tokio::spawn(async move {
+            let found = async { Ok(pod_group_resources(&client).await) };
+            limit
+                .within("discovering API groups", found)
+                .await
+                .ok()?
+                .ok()?
+        })
     };
     let mut snapshot = Snapshot::default();
     let mut document = 0;
@@ -233,6 +291,7 @@ async fn pod_group_resources(client: &Client) -> Option<Vec<String>> {
 /// optional kind.
 async fn list_pages(
     client: &Client,
+    limit: RequestTimeout,
     kind: &Kind,
     field_selector: Option<&str>,
     progress: &Progress,
@@ -246,7 +305,8 @@ async fn list_pages(
         let request = kube::core::Request::new(kind.path)
             .list(&params)
             .map_err(|e| anyhow!("building the list of {}: {e}", kind.what))?;
-        let text = match client.request_text(request).await {
+        let listing = format!("listing {}", kind.what);
+        let text = match limit.within(&listing, client.request_text(request)).await? {
             Ok(text) => text,
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 if kind.required {
@@ -257,12 +317,7 @@ async fn list_pages(
                 }
                 return Ok(None);
             }
-            Err(kube::Error::Api(status)) if status.code == 403 => bail!(
-                "not allowed to list {}: {}; grant list on it (see manifests/rbac/)",
-                kind.what,
-                status.message
-            ),
-            Err(e) => return Err(e).with_context(|| format!("listing {}", kind.what)),
+            Err(e) => return Err(failure::call_failed(&listing, &e).into()),
         };
         let meta: ListMeta = serde_json::from_str(&text)
             .with_context(|| format!("reading the list metadata of {}", kind.what))?;
@@ -276,5 +331,31 @@ async fn list_pages(
             Some(token) => params = params.continue_token(&token),
             None => return Ok(Some(pages)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RequestTimeout;
+    use std::time::Duration;
+
+    #[test]
+    fn request_timeouts_read_as_kubectl_reads_them() {
+        let secs = |s| RequestTimeout(Some(Duration::from_secs(s)));
+        assert_eq!(RequestTimeout::parse("30s"), Ok(secs(30)));
+        assert_eq!(RequestTimeout::parse("2m"), Ok(secs(120)));
+        assert_eq!(RequestTimeout::parse("45"), Ok(secs(45)));
+        assert_eq!(RequestTimeout::parse("0"), Ok(RequestTimeout(None)));
+        assert_eq!(RequestTimeout::parse("0s"), Ok(RequestTimeout(None)));
+        assert!(
+            RequestTimeout::parse("soon")
+                .unwrap_err()
+                .contains("invalid duration")
+        );
+        assert!(
+            RequestTimeout::parse("-5s")
+                .unwrap_err()
+                .contains("negative")
+        );
     }
 }

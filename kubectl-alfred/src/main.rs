@@ -3,6 +3,7 @@
 mod commands;
 mod complete;
 mod events;
+mod failure;
 mod live;
 mod progress;
 mod record;
@@ -62,6 +63,13 @@ pub struct GlobalArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+    /// How long to wait for each request to the API server (connect, send, every read of the
+    /// answer, each page of a list) before giving up with an error: `30s`, `2m`, or seconds
+    /// (`45`). `0` waits without limit, as kubectl does by default; Alfred's default keeps a
+    /// stalled server from hanging a command.
+    #[arg(long, global = true, value_name = "DURATION", default_value = "30s",
+          value_parser = live::RequestTimeout::parse)]
+    pub request_timeout: live::RequestTimeout,
 }
 
 impl GlobalArgs {
@@ -74,6 +82,14 @@ impl GlobalArgs {
             "context" => self.context = value,
             "config" => self.config = value,
             "now" => self.now = value,
+            "request_timeout" => {
+                if let Some(t) = value
+                    .as_deref()
+                    .and_then(|v| live::RequestTimeout::parse(v).ok())
+                {
+                    self.request_timeout = t;
+                }
+            }
             _ => {}
         }
     }
@@ -151,7 +167,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", failure::describe(&e));
             ExitCode::from(1)
         }
     }

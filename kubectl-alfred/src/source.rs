@@ -11,7 +11,7 @@ use alfred::snapshot::Snapshot;
 use anyhow::{Context as _, Result, anyhow, bail};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::GlobalArgs;
+use crate::{GlobalArgs, failure};
 
 /// A snapshot with the configuration and time to evaluate it at.
 pub struct Input {
@@ -144,7 +144,8 @@ pub fn read_file(path: &str) -> Result<Snapshot> {
 pub fn load_config(path: Option<&str>, snapshot: &Snapshot) -> Result<Config> {
     if let Some(path) = path {
         let text = read_text(path, "config")?;
-        return Config::parse(&text).map_err(|e| anyhow!("config file {path}: {e}"));
+        return Config::parse(&text)
+            .map_err(|e| failure::BadConfiguration(format!("config file {path}: {e}")).into());
     }
     let Some(cm) = snapshot.config_map(CONFIG_MAP_NAME) else {
         return Ok(Config::default());
@@ -154,10 +155,14 @@ pub fn load_config(path: Option<&str>, snapshot: &Snapshot) -> Result<Config> {
         .as_ref()
         .and_then(|d| d.get(CONFIG_MAP_KEY))
         .ok_or_else(|| {
-            anyhow!(
+            failure::BadConfiguration(format!(
                 "ConfigMap {CONFIG_MAP_NAME} has no key {CONFIG_MAP_KEY}; add it or pass --config"
-            )
+            ))
         })?;
-    Config::parse(text)
-        .map_err(|e| anyhow!("ConfigMap {CONFIG_MAP_NAME} key {CONFIG_MAP_KEY}: {e}"))
+    Config::parse(text).map_err(|e| {
+        failure::BadConfiguration(format!(
+            "ConfigMap {CONFIG_MAP_NAME} key {CONFIG_MAP_KEY}: {e}"
+        ))
+        .into()
+    })
 }

@@ -303,6 +303,7 @@ fn injected(cause: &str) -> StoreError {
     StoreError::Call {
         action: "the test store".into(),
         cause: format!("injected failure {cause}"),
+        lasting: false,
     }
 }
 

@@ -1,5 +1,5 @@
 //! `kubectl alfred migrate`: one execute pass (one safe move at most, journaled before it is
-//! sent), or one every `decisionLoopInterval` with `--watch`. The decisions are in
+//! sent), or one every `decisionLoopInterval` with `--watch`, which outlives failed passes. The decisions are in
 //! `alfred::execute`; this reads and writes the cluster for them.
 
 use std::fmt::Write as _;
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::render::{self, Reasoned};
 use crate::store::PassStore;
-use crate::{GlobalArgs, Output};
+use crate::{GlobalArgs, Output, failure};
 
 #[derive(Args)]
 pub struct MigrateArgs {
@@ -39,46 +39,75 @@ pub async fn run(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> {
     #[cfg(unix)]
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .context("listening for interrupts")?;
+    let mut interval = Config::default().decision_loop_interval.unsigned_abs();
+    let mut failures = 0u32;
     loop {
-        let (mut store, config) = PassStore::open(global).await?;
-        let options = Options {
-            dry_run: args.dry_run,
+        // The whole pass, its reads and writes included, within the deadline; what a cut-off
+        // pass wrote is reconciled by the next.
+        let pass = tokio::time::timeout(PASS_DEADLINE.unsigned_abs(), one_pass(args, global))
+            .await
+            .unwrap_or_else(|_| {
+                Err(anyhow!(
+                    "DispatchDeadline: the pass took longer than {} s; anything written is reconciled by the next pass",
+                    PASS_DEADLINE.as_secs()
+                ))
+            });
+        let wait = match pass {
+            Ok(_) if !args.watch => return Ok(()),
+            Ok(next) => {
+                failures = 0;
+                interval = next;
+                interval
+            }
+            Err(e) if !args.watch => return Err(e),
+            Err(e) if failure::lasting(&e) => {
+                return Err(e.context("another pass cannot fix this, so the watch stops"));
+            }
+            Err(e) => {
+                failures += 1;
+                let wait = failure_backoff(failures, interval);
+                eprintln!(
+                    "pass failed: {}; the next pass starts in {} s",
+                    failure::describe(&e),
+                    wait.as_secs()
+                );
+                wait
+            }
         };
-        let report = tokio::time::timeout(
-            PASS_DEADLINE.unsigned_abs(),
-            run::run_pass(&mut store, &config, options),
-        )
-        .await
-        .map_err(|_| {
-            anyhow!(
-                "DispatchDeadline: the pass took longer than {} s; anything written is reconciled by the next pass",
-                PASS_DEADLINE.as_secs()
-            )
-        })?
-        .map_err(|e| anyhow!(e))?;
-        render::emit(&render_report(&report, global.output)?)?;
-        if let (false, Some(client)) = (args.dry_run, store.client()) {
-            let rows = report.rows();
-            let events = alfred::execute::events::workload_events(
-                &rows,
-                &report.plan.decision.recommendations,
-            );
-            crate::events::record_workloads(client, &events).await;
-            record_pass(global, &config, &report, &rows).await;
-        }
-        if !args.watch {
-            return Ok(());
-        }
-        let interval = config.decision_loop_interval.unsigned_abs();
         #[cfg(unix)]
         let interrupted = interrupt.recv();
         #[cfg(not(unix))]
         let interrupted = tokio::signal::ctrl_c();
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = interrupted => return Ok(()),
         }
     }
+}
+
+/// The wait after the `failures`-th failed pass in a row: 1 s, doubling while the API keeps
+/// failing, never longer than the loop's interval.
+fn failure_backoff(failures: u32, interval: std::time::Duration) -> std::time::Duration {
+    let doubled = std::time::Duration::from_secs(1u64 << failures.saturating_sub(1).min(16));
+    doubled.min(interval)
+}
+
+/// One pass: read, decide, send at most one request, record; the loop interval to wait next.
+async fn one_pass(args: &MigrateArgs, global: &GlobalArgs) -> Result<std::time::Duration> {
+    let (mut store, config) = PassStore::open(global).await?;
+    let options = Options {
+        dry_run: args.dry_run,
+    };
+    let report = run::run_pass(&mut store, &config, options).await?;
+    render::emit(&render_report(&report, global.output)?)?;
+    if let (false, Some(client)) = (args.dry_run, store.client()) {
+        let rows = report.rows();
+        let events =
+            alfred::execute::events::workload_events(&rows, &report.plan.decision.recommendations);
+        crate::events::record_workloads(client, &events).await;
+        record_pass(global, &config, &report, &rows).await;
+    }
+    Ok(config.decision_loop_interval.unsigned_abs())
 }
 
 /// Writes the pass into the recommendations ConfigMap (rows and node records, whose episode
@@ -99,7 +128,10 @@ async fn record_pass(
     };
     let now = Timestamp::now();
     if let Err(e) = crate::record::record(global, config, &pass, now).await {
-        eprintln!("note: recommendations not recorded: {e:#}");
+        eprintln!(
+            "note: recommendations not recorded: {}",
+            crate::failure::describe(&e)
+        );
     }
 }
 
@@ -232,4 +264,20 @@ fn render_report(report: &run::Report, output: Output) -> Result<String> {
         None => {}
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_backoff;
+    use std::time::Duration;
+
+    #[test]
+    fn the_failure_backoff_doubles_up_to_the_interval() {
+        let interval = Duration::from_secs(10);
+        let waits: Vec<u64> = (1..=6)
+            .map(|n| failure_backoff(n, interval).as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 10, 10]);
+        assert_eq!(failure_backoff(200, interval), interval, "no overflow");
+    }
 }

@@ -67,7 +67,7 @@ pub async fn run(global: &GlobalArgs) -> Result<()> {
         None => match tokio::time::timeout(CLUSTER_WAIT, inspect(global)).await {
             Ok(Ok(found)) => Cluster::Reachable(found),
             Ok(Err(e)) => Cluster::Unreachable {
-                error: format!("{e:#}"),
+                error: crate::failure::describe(&e),
             },
             Err(_) => Cluster::Unreachable {
                 error: format!("no answer in {} s", CLUSTER_WAIT.as_secs()),

@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 
-use crate::{GlobalArgs, live, source};
+use crate::{GlobalArgs, failure, live, source};
 
 pub struct ClusterStore {
     global: GlobalArgs,
@@ -65,9 +65,11 @@ async fn read(global: &GlobalArgs) -> Result<(Snapshot, Timestamp)> {
 }
 
 fn call(action: String, e: kube::Error) -> StoreError {
+    let failed = failure::call_failed(&action, &e);
     StoreError::Call {
-        action,
-        cause: e.to_string(),
+        action: failed.doing,
+        cause: failed.why,
+        lasting: failed.lasting,
     }
 }
 
@@ -88,7 +90,7 @@ impl Store for ClusterStore {
         }
         read(&self.global)
             .await
-            .map_err(|e| StoreError::Observe(format!("{e:#}")))
+            .map_err(|e| StoreError::Observe(failure::describe(&e)))
     }
 
     async fn read_journal(&mut self) -> Result<JournalDoc, StoreError> {

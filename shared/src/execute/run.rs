@@ -56,9 +56,14 @@ pub enum StoreError {
     /// The cluster (or the snapshot) could not be read; the message says why.
     #[error("{0}")]
     Observe(String),
-    /// A call failed: what it was doing, and the client's error.
+    /// A call failed: what it was doing, and why; `lasting` when another pass cannot fix it
+    /// (no permission, refused credentials).
     #[error("{action}: {cause}")]
-    Call { action: String, cause: String },
+    Call {
+        action: String,
+        cause: String,
+        lasting: bool,
+    },
 }
 
 /// Why a pass ended without a report.

@@ -11,8 +11,9 @@ fn the_reader_role_suffices_and_a_missing_permission_is_named() {
     assert!(!out.status.success());
     let error = stderr(&out);
     assert!(
-        error.contains("not allowed to list nodes")
-            && error.contains("grant list on it (see manifests/rbac/)"),
+        error.contains("listing nodes at https://127.0.0.1:")
+            && error.contains(": forbidden (403): nodes is forbidden: User \"alfred-e2e-viewer\" cannot list resource \"nodes\"")
+            && error.contains("grant that permission (manifests/rbac/ has the roles Alfred needs)"),
         "{error}"
     );
 
