@@ -9,7 +9,7 @@ RELEASE_URL ?= https://github.com/OWNER/kubectl-alfred/releases/download/v$(shel
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace install dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
+.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-live install dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -60,6 +60,12 @@ bench-trace: ## Consolidation plans on the openb trace: make bench-trace OPENB=D
 	for list in default multigpu50; do for seed in 1 2 3; do for nodes in "" "--eight-gpu-nodes 10000"; do \
 	  ./target/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
 	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed $$seed $$nodes || exit 1; done; done; done
+
+bench-live: ## Live reads against file replays on a seeded local control plane (10,000 nodes, 41,000 pods): time and peak memory
+	tests/cluster/build.sh >/dev/null
+	$(CARGO) build --release -p kubectl-alfred
+	$(CARGO) build -p alfred-e2e --example live_bench
+	./target/debug/examples/live_bench 10000 41000 3
 
 install: ## Put kubectl-alfred and its completion helper on PATH (so `kubectl alfred` works and completes)
 	$(CARGO) install --locked --path kubectl-alfred

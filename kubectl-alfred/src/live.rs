@@ -208,19 +208,12 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
         })
     };
     let mut snapshot = Snapshot::default();
-    let mut document = 0;
     let mut unserved = Vec::new();
     for fetch in fetches {
-        let (kind, pages) = fetch.await.context("a list request stopped")?;
-        let Some(pages) = pages? else {
-            unserved.push(kind.what.to_string());
-            continue;
-        };
-        for (page, text) in pages.iter().enumerate() {
-            document += 1;
-            snapshot
-                .add_json_document(document, text)
-                .map_err(|e| anyhow!("reading {} (page {}): {e}", kind.what, page + 1))?;
+        let (kind, part) = fetch.await.context("a list request stopped")?;
+        match part? {
+            Some(part) => snapshot.append(part),
+            None => unserved.push(kind.what.to_string()),
         }
     }
     drop(shown);
@@ -287,21 +280,25 @@ async fn pod_group_resources(client: &Client) -> Option<Vec<String>> {
     Some(found)
 }
 
-/// Every page of one list, as the API server sent them; None when the cluster does not serve an
-/// optional kind.
+/// Every page of one list, each read into the model as it arrives (its text is dropped then);
+/// None when the cluster does not serve an optional kind. Lists come from the API server's
+/// watch cache (`resourceVersion=0`): no read of etcd per page, and at most as old as the cache,
+/// well within the 30 s a pass's observation may be (alfred-reference.md, ObservationStale).
 async fn list_pages(
     client: &Client,
     limit: RequestTimeout,
     kind: &Kind,
     field_selector: Option<&str>,
     progress: &Progress,
-) -> Result<Option<Vec<String>>> {
-    let mut params = ListParams::default().limit(PAGE_SIZE);
+) -> Result<Option<Snapshot>> {
+    let mut params = ListParams::default().limit(PAGE_SIZE).match_any();
     if let Some(selector) = field_selector {
         params = params.fields(selector);
     }
-    let mut pages = Vec::new();
+    let mut part = Snapshot::default();
+    let mut page = 0;
     loop {
+        page += 1;
         let request = kube::core::Request::new(kind.path)
             .list(&params)
             .map_err(|e| anyhow!("building the list of {}: {e}", kind.what))?;
@@ -321,7 +318,9 @@ async fn list_pages(
         };
         let meta: ListMeta = serde_json::from_str(&text)
             .with_context(|| format!("reading the list metadata of {}", kind.what))?;
-        pages.push(text);
+        part.add_json_document(page, &text)
+            .map_err(|e| anyhow!("reading {} (page {page}): {e}", kind.what))?;
+        drop(text);
         progress.page();
         match meta
             .metadata
@@ -329,7 +328,7 @@ async fn list_pages(
             .filter(|c| !c.is_empty())
         {
             Some(token) => params = params.continue_token(&token),
-            None => return Ok(Some(pages)),
+            None => return Ok(Some(part)),
         }
     }
 }

@@ -418,7 +418,7 @@ impl Snapshot {
     }
 
     /// Moves everything `other` holds to the end of this snapshot.
-    fn append(&mut self, mut other: Snapshot) {
+    pub fn append(&mut self, mut other: Snapshot) {
         self.nodes.append(&mut other.nodes);
         self.pods.append(&mut other.pods);
         self.inference_services
@@ -752,31 +752,36 @@ fn locate_repeat(text: &str, (kind, namespace, name): (&str, String, String)) ->
 }
 
 impl Snapshot {
-    /// The snapshot as one `v1 List`, `SnapshotInfo` first, the form `kubectl alfred snapshot`
-    /// writes and [`Snapshot::parse`] reads back.
+    /// The snapshot as one `v1 List` (the items of [`Snapshot::list_items`]), the form
+    /// `kubectl alfred snapshot` writes and [`Snapshot::parse`] reads back.
     pub fn to_list(&self) -> serde_json::Value {
-        fn push<T: Serialize>(items: &mut Vec<serde_json::Value>, objects: &[T]) {
-            items.extend(objects.iter().filter_map(|o| serde_json::to_value(o).ok()));
+        let items: Vec<serde_json::Value> = self.list_items().collect();
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
+    }
+
+    /// The items of the snapshot's `v1 List`, one at a time, `SnapshotInfo` first, so a writer
+    /// never holds more than one of them besides the snapshot.
+    pub fn list_items(&self) -> impl Iterator<Item = serde_json::Value> + '_ {
+        fn typed<T: Serialize>(objects: &[T]) -> impl Iterator<Item = serde_json::Value> + '_ {
+            objects.iter().filter_map(|o| serde_json::to_value(o).ok())
         }
         // The lean core types carry no apiVersion and kind of their own.
-        fn push_core<T: Serialize>(
-            items: &mut Vec<serde_json::Value>,
-            api_version: &str,
-            kind: &str,
-            objects: &[T],
-        ) {
-            for o in objects {
+        fn core<'a, T: Serialize>(
+            api_version: &'static str,
+            kind: &'static str,
+            objects: &'a [T],
+        ) -> impl Iterator<Item = serde_json::Value> + 'a {
+            objects.iter().map(move |o| {
                 let mut object = serde_json::Map::new();
                 object.insert("apiVersion".into(), api_version.into());
                 object.insert("kind".into(), kind.into());
                 if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(o) {
                     object.extend(fields);
                 }
-                items.push(serde_json::Value::Object(object));
-            }
+                serde_json::Value::Object(object)
+            })
         }
-        let mut items = Vec::with_capacity(self.object_count() + 1);
-        if let Some(info) = &self.info {
+        let info = self.info.as_ref().map(|info| {
             let mut value = serde_json::json!({
                 "apiVersion": SNAPSHOT_INFO_API_VERSION,
                 "kind": SNAPSHOT_INFO_KIND,
@@ -787,30 +792,29 @@ impl Snapshot {
             {
                 map.extend(fields);
             }
-            items.push(value);
-        }
-        push_core(&mut items, "v1", "Node", &self.nodes);
-        push(&mut items, &self.persistent_volumes);
-        push(&mut items, &self.persistent_volume_claims);
-        push(&mut items, &self.config_maps);
-        push(&mut items, &self.cluster_base_models);
-        push(&mut items, &self.base_models);
-        push(&mut items, &self.cluster_serving_runtimes);
-        push(&mut items, &self.serving_runtimes);
-        push(&mut items, &self.inference_services);
-        push(&mut items, &self.inference_replicas);
-        items.extend(
-            self.unreadable
-                .iter()
-                .filter_map(|u| serde_json::from_str(u.raw.get()).ok()),
-        );
-        push_core(&mut items, "v1", "Pod", &self.pods);
-        push_core(
-            &mut items,
-            "apps/v1",
-            "ControllerRevision",
-            &self.controller_revisions,
-        );
-        serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
+            value
+        });
+        let unreadable = self
+            .unreadable
+            .iter()
+            .filter_map(|u| serde_json::from_str(u.raw.get()).ok());
+        info.into_iter()
+            .chain(core("v1", "Node", &self.nodes))
+            .chain(typed(&self.persistent_volumes))
+            .chain(typed(&self.persistent_volume_claims))
+            .chain(typed(&self.config_maps))
+            .chain(typed(&self.cluster_base_models))
+            .chain(typed(&self.base_models))
+            .chain(typed(&self.cluster_serving_runtimes))
+            .chain(typed(&self.serving_runtimes))
+            .chain(typed(&self.inference_services))
+            .chain(typed(&self.inference_replicas))
+            .chain(unreadable)
+            .chain(core("v1", "Pod", &self.pods))
+            .chain(core(
+                "apps/v1",
+                "ControllerRevision",
+                &self.controller_revisions,
+            ))
     }
 }
