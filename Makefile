@@ -3,7 +3,9 @@ CARGO ?= cargo
 DEMO ?= manifests/examples/demo-cluster.yaml
 CERTS ?= certs
 CLUSTER_DIR ?= tests/.run/local
-DIST ?= target/dist
+# Where cargo builds: CARGO_TARGET_DIR when set, as cargo itself reads it.
+TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
+DIST ?= $(TARGET_DIR)/dist
 # Where the release archive is downloaded from: the krew manifest's uri is RELEASE_URL/ARCHIVE.
 RELEASE_URL ?= https://github.com/OWNER/kubectl-alfred/releases/download/v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 # Names the serving certificate answers to: the in-cluster Service and this machine.
@@ -58,14 +60,14 @@ bench-trace: ## Consolidation plans on the openb trace: make bench-trace OPENB=D
 	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }
 	$(CARGO) build -q --release -p alfred-shared --example trace_bench
 	for list in default multigpu50; do for seed in 1 2 3; do for nodes in "" "--eight-gpu-nodes 10000"; do \
-	  ./target/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
+	  $(TARGET_DIR)/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
 	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed $$seed $$nodes || exit 1; done; done; done
 
 bench-live: ## Live reads against file replays on a seeded local control plane (10,000 nodes, 41,000 pods): time and peak memory
 	tests/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p kubectl-alfred
 	$(CARGO) build -p alfred-e2e --example live_bench
-	./target/debug/examples/live_bench 10000 41000 3
+	$(TARGET_DIR)/debug/examples/live_bench 10000 41000 3
 
 install: ## Put kubectl-alfred and its completion helper on PATH (so `kubectl alfred` works and completes)
 	$(CARGO) install --locked --path kubectl-alfred
@@ -73,7 +75,7 @@ install: ## Put kubectl-alfred and its completion helper on PATH (so `kubectl al
 
 dist: ## The release archive for this platform and its krew manifest in $(DIST)/ (set RELEASE_URL)
 	$(CARGO) build --locked --release -p kubectl-alfred
-	dist/package.sh target/release $(DIST) $(RELEASE_URL)
+	dist/package.sh $(TARGET_DIR)/release $(DIST) $(RELEASE_URL)
 
 certs: ## A local CA and serving certificate for the webhook in $(CERTS)/ (ca.crt, tls.crt, tls.key)
 	@mkdir -p $(CERTS)
@@ -92,11 +94,11 @@ webhook-local: certs ## Run the webhook on this machine without a cluster (https
 	  --probe-addr 127.0.0.1:8080 --tls-cert $(CERTS)/tls.crt --tls-key $(CERTS)/tls.key --log-format text
 
 # The webhook without a cluster on test ports, in the background of a recipe line; $$pid is it.
-LOADTEST_WEBHOOK = ./target/release/alfred-webhook --standalone --addr 127.0.0.1:18443 \
+LOADTEST_WEBHOOK = $(TARGET_DIR)/release/alfred-webhook --standalone --addr 127.0.0.1:18443 \
 	  --probe-addr 127.0.0.1:18080 --tls-cert $(CERTS)/tls.crt --tls-key $(CERTS)/tls.key \
 	  --shutdown-delay 0s --operator-defaults manifests/webhook/inferenceservice-config.example.yaml \
 	  >/dev/null 2>&1 & pid=$$!; trap "kill $$pid" EXIT; sleep 1
-LOADGEN = ./target/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16
+LOADGEN = $(TARGET_DIR)/release/examples/loadgen --addr 127.0.0.1:18443 --ca $(CERTS)/ca.crt --connections 16
 
 loadtest: certs ## The webhook under load over TLS: as fast as it goes for a minute, then 5,000 reviews/s
 	$(CARGO) build -q --release -p alfred-webhook --bin alfred-webhook --example loadgen

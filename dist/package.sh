@@ -28,6 +28,9 @@ archive="kubectl-alfred_${version}_${os}_${arch}.tar.gz"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 install -m 0755 "$bin_dir/kubectl-alfred" "$here/kubectl-alfred/kubectl_complete-alfred" "$stage/"
+# The release profile keeps debug info for profiling; users get the binary without it.
+command -v strip >/dev/null || { echo "strip is missing (Debian: apt-get install binutils)" >&2; exit 1; }
+strip "$stage/kubectl-alfred"
 install -m 0644 "$here/LICENSE" "$here/README.md" "$stage/"
 mkdir -p "$out"
 # Sorted names, fixed owner and time: the same binaries give the same archive.
@@ -57,9 +60,11 @@ spec:
       also needs the RBAC in manifests/rbac/ (patch on InferenceServices, the
       dispatch journal ConfigMap).
     * Completion: kubectl 1.26+ completes \`kubectl alfred\` through
-      kubectl_complete-alfred, which krew does not put on PATH; link it:
-        ln -s "\${KREW_ROOT:-\$HOME/.krew}/store/alfred/$version/kubectl_complete-alfred" \\
-          "\${KREW_ROOT:-\$HOME/.krew}/bin/"
+      kubectl_complete-alfred, which krew does not put on PATH. Copy it to a
+      directory on your PATH that krew does not manage (never krew's own bin/,
+      which krew then refuses to use once the plugin is uninstalled), e.g.:
+        mkdir -p ~/.local/bin && cp "\${KREW_ROOT:-\$HOME/.krew}/store/alfred/$version/kubectl_complete-alfred" ~/.local/bin/
+      and remove it with the plugin: rm ~/.local/bin/kubectl_complete-alfred
   platforms:
   - selector:
       matchLabels:

@@ -60,6 +60,16 @@ fn the_manifest_matches_the_archive_it_names() {
         caveats.contains("webhook") && caveats.contains("manifests/rbac/"),
         "{caveats}"
     );
+    // The completion helper goes where krew's uninstall cannot leave it dangling, and the
+    // caveat says how to remove it.
+    assert!(
+        caveats.contains("cp ") && !caveats.contains("ln -s") && !caveats.contains(".krew}/bin"),
+        "{caveats}"
+    );
+    assert!(
+        caveats.contains("rm ~/.local/bin/kubectl_complete-alfred"),
+        "{caveats}"
+    );
 
     let platforms = spec["platforms"].as_array().unwrap();
     assert_eq!(platforms.len(), 1);
@@ -100,6 +110,27 @@ fn the_manifest_matches_the_archive_it_names() {
         ]
     );
     assert_eq!(platform["bin"], "kubectl-alfred");
+    // The packed binary is stripped: the build's debug info stays behind.
+    let unpacked = out.join("unpacked");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    let untar = Command::new("tar")
+        .arg("-xzf")
+        .arg(out.join(name))
+        .arg("-C")
+        .arg(&unpacked)
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    let packed = std::fs::metadata(unpacked.join("kubectl-alfred"))
+        .unwrap()
+        .len();
+    let built = std::fs::metadata(format!("{bin_dir}/kubectl-alfred"))
+        .unwrap()
+        .len();
+    assert!(
+        packed < built / 2,
+        "packed {packed} bytes of a {built}-byte build"
+    );
     for file in platform["files"].as_array().unwrap() {
         let from = file["from"].as_str().unwrap();
         assert!(contents.contains(&from), "{from} is not in the archive");
