@@ -169,8 +169,12 @@ fn check_inference_service(
                 "migration request {key}: annotation key carries no request UUID"
             )));
         }
-        let request = migration::parse_request(value)
-            .map_err(|e| Denial(format!("migration request {uuid}: {e}")))?;
+        let request = migration::parse_request(value).map_err(|e| match e {
+            migration::RequestError::Json(why) => Denial(format!(
+                "migration request {uuid}: annotation {key} is not a migration request: {why}"
+            )),
+            other => Denial(format!("migration request {uuid}: {other}")),
+        })?;
         let known = ComponentKind::parse(&request.component)
             .is_some_and(|k| new.spec.component(k).is_some());
         if !known {

@@ -40,16 +40,76 @@ pub enum RequestError {
     Invalid(String),
 }
 
+/// The shape of a request, as messages show it (alfred-reference.md §3.3).
+pub const EXAMPLE: &str =
+    r#"{"schemaVersion":"v1","component":"engine","instance":3,"from_node":"node-a"}"#;
+
 /// Reads a request payload.
 pub fn parse_request(payload: &str) -> Result<MigrationRequest, RequestError> {
-    let request: MigrationRequest = serde_json::from_str(payload)
-        .map_err(|e| RequestError::Json(crate::input::cut_message(&e.to_string())))?;
+    let mut de = serde_json::Deserializer::from_str(payload);
+    let request: MigrationRequest = match serde_path_to_error::deserialize(&mut de) {
+        Ok(request) => request,
+        Err(e) => {
+            let why = not_a_request(payload, &e.path().to_string(), e.inner());
+            return Err(RequestError::Json(why));
+        }
+    };
+    de.end()
+        .map_err(|e| RequestError::Json(not_a_request(payload, "", &e)))?;
     if request.schema_version != SCHEMA_VERSION {
         return Err(RequestError::UnsupportedSchemaVersion(
             request.schema_version,
         ));
     }
     Ok(request)
+}
+
+/// Why a payload is not a request, in words: where it goes wrong and what was expected.
+fn not_a_request(payload: &str, field: &str, e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let message = crate::input::without_position(e);
+    // serde's "invalid type: string \"3\", expected i64": what was found, in the payload's words.
+    let found = message
+        .strip_prefix("invalid type: ")
+        .and_then(|m| m.split(", expected").next());
+    let what = match (e.classify(), field) {
+        (Category::Eof, _) => "the JSON ends before the request is complete".to_string(),
+        (Category::Syntax, _) => {
+            // Requests are one line; count characters on the error's line.
+            let at = payload
+                .lines()
+                .nth(e.line().saturating_sub(1))
+                .map_or(0, |line| line.chars().take(e.column()).count());
+            let reason = match message.as_str() {
+                "expected ident" | "expected value" => "a JSON object was expected",
+                "trailing characters" => "something follows the request object",
+                "key must be a string" => "a field name in double quotes was expected",
+                other => other,
+            };
+            format!(
+                "it is not JSON: {reason} at character {at} of {}",
+                quoted(payload)
+            )
+        }
+        (Category::Data, "." | "") => match (message.strip_prefix("missing field `"), found) {
+            (Some(name), _) => format!("field {} is missing", name.trim_end_matches('`')),
+            (None, Some(found)) => format!("it is JSON but {found}, not an object"),
+            (None, None) => message,
+        },
+        (Category::Data, field) => {
+            let wanted = match field {
+                "instance" => "a whole number",
+                "hint_target_nodes" => "a list of node names",
+                _ => "a string",
+            };
+            match found {
+                Some(found) => format!("field {field} must be {wanted}, not {found}"),
+                None => format!("field {field}: {message}"),
+            }
+        }
+        (Category::Io, _) => message,
+    };
+    format!("{what}; a request is compact JSON such as {EXAMPLE}")
 }
 
 /// The most hint target nodes a request may carry.

@@ -215,7 +215,6 @@ fn migration_requests_are_checked_when_added_or_changed() {
             r#"{"schemaVersion":"v1","component":"engine","instance":-1}"#,
             "instance must be >= 0, got -1",
         ),
-        ("not json", "expected ident"),
     ];
     for (payload, want) in cases {
         let e = denied(&isvc(spec.clone(), json!({key: payload})));
@@ -224,6 +223,39 @@ fn migration_requests_are_checked_when_added_or_changed() {
             "{e}"
         );
         assert!(e.contains(want), "{e}");
+    }
+    // A payload that is no request says which annotation, where it goes wrong, in words, and
+    // the shape a request has.
+    let shape = r#"; a request is compact JSON such as {"schemaVersion":"v1","component":"engine","instance":3,"from_node":"node-a"}"#;
+    for (payload, why) in [
+        (
+            "not json",
+            r#"it is not JSON: a JSON object was expected at character 2 of "not json""#,
+        ),
+        ("1234", "it is JSON but integer `1234`, not an object"),
+        (
+            r#"{"schemaVersion":"v1","component":"engine","instance":"3"}"#,
+            r#"field instance must be a whole number, not string "3""#,
+        ),
+        (
+            r#"{"schemaVersion":"v1","component":"engine""#,
+            "the JSON ends before the request is complete",
+        ),
+        (
+            r#"{"schemaVersion":"v1","instance":0}"#,
+            "field component is missing",
+        ),
+        (
+            r#"{"schemaVersion":"v1","component":"engine","instance":0} x"#,
+            r#"it is not JSON: something follows the request object at character 58 of "{\"schemaVersion\":\"v1\",\"component\":\"engine\",\"instance\":0} x""#,
+        ),
+    ] {
+        assert_eq!(
+            denied(&isvc(spec.clone(), json!({key: payload}))),
+            format!(
+                "migration request 6f1c2a4e-1b2c-4d5e-8f90-1234567890ab: annotation {key} is not a migration request: {why}{shape}"
+            )
+        );
     }
     assert_eq!(
         denied(&isvc(
