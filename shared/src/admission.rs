@@ -231,6 +231,9 @@ pub fn review_replica(lifecycle: Option<&LifecycleSpec>) -> Verdict {
 /// keys), leaving every value already set alone, so a second pass yields no patch.
 pub fn fill_patch(object: &Value, base: &[&str], desired: &Value) -> Vec<PatchOperation> {
     let mut ops = Vec::new();
+    if desired.as_object().is_some_and(|fields| fields.is_empty()) {
+        return ops; // nothing to show: never an empty level nobody set
+    }
     // Walk down `base`, adding the first missing level with the rest nested inside.
     let mut here = object;
     let mut path: Vec<String> = Vec::new();
@@ -275,9 +278,10 @@ fn add(path: &[String], value: Value) -> PatchOperation {
     })
 }
 
-/// The patch that shows an InferenceReplica's resolved update strategy in
-/// `spec.lifecycle.updateStrategy`: its own strategy (projected from the InferenceService), then
-/// the runtime's, the operator default and `SurgeThenDrain`.
+/// The patch that shows an InferenceReplica's update strategy in `spec.lifecycle.updateStrategy`
+/// as OME projects it: its own (from the InferenceService), then the runtime's, then the
+/// operator defaults that apply; never the fixed `SurgeThenDrain` fallback, which readers
+/// resolve.
 pub fn replica_defaults(
     replica: &Value,
     component: ComponentKind,

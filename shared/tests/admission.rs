@@ -352,7 +352,20 @@ mod defaulting {
             for runtime in [None, Some(&runtime)] {
                 for defaults in [OperatorDefaults::default(), OperatorDefaults::chart()] {
                     let (_, s) = defaulted(replica(lifecycle.clone()), runtime, &defaults);
-                    assert!(s["type"].is_string(), "{lifecycle:?} {runtime:?}: {s}");
+                    // A type is written only when someone set one: never OME's fallback.
+                    let set = |l: Option<&Value>| {
+                        l.and_then(|l| l.get("updateStrategy"))
+                            .and_then(|u| u.get("type"))
+                            .is_some()
+                    };
+                    let typed = set(lifecycle.as_ref())
+                        || runtime.is_some()
+                        || defaults != OperatorDefaults::default();
+                    assert_eq!(
+                        s["type"].is_string(),
+                        typed,
+                        "{lifecycle:?} {runtime:?}: {s}"
+                    );
                     if let Some(own) = lifecycle.as_ref().and_then(|l| l.get("updateStrategy")) {
                         // What the object set is never changed, unknown fields included.
                         for (k, v) in own.as_object().unwrap() {
@@ -369,8 +382,30 @@ mod defaulting {
             s,
             json!({"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 2}})
         );
-        let (_, s) = defaulted(replica(None), None, &OperatorDefaults::default());
-        assert_eq!(s, json!({"type": "SurgeThenDrain"}));
+        // No type anywhere: nothing is written (readers resolve SurgeThenDrain themselves).
+        let (n, s) = defaulted(replica(None), None, &OperatorDefaults::default());
+        assert_eq!((n, s), (0, Value::Null));
+    }
+
+    /// Only the operator defaults that apply are written: an empty entry writes nothing, a
+    /// budget alone writes the budget and no type.
+    #[test]
+    fn operator_defaults_without_a_type_write_no_type() {
+        use alfred::api::component::ComponentKind;
+        use alfred::rollout::strategy::ComponentDefaults;
+        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+        let with = |entry: ComponentDefaults| OperatorDefaults {
+            update_strategy: [(ComponentKind::Engine, entry)].into_iter().collect(),
+            ..OperatorDefaults::default()
+        };
+        let (n, s) = defaulted(replica(None), None, &with(ComponentDefaults::default()));
+        assert_eq!((n, s), (0, Value::Null));
+        let budget = ComponentDefaults {
+            max_surge: Some(IntOrString::Int(2)),
+            ..ComponentDefaults::default()
+        };
+        let (_, s) = defaulted(replica(None), None, &with(budget));
+        assert_eq!(s, json!({"rollingUpdate": {"maxSurge": 2}}));
     }
 
     #[test]

@@ -252,9 +252,11 @@ fn partition_and_in_place_settings_merge_field_by_field() {
             .map(|m| (m.value, m.source)),
         Some((false, Source::Runtime))
     );
+    // The type is OME's fallback: resolved, but never projected onto the object.
+    assert_eq!(r.type_.source, Source::Fallback);
     assert_eq!(
         serde_json::to_value(r.projected()).unwrap(),
-        json!({"type": "SurgeThenDrain", "rollingUpdate": {"partition": 1},
+        json!({"rollingUpdate": {"partition": 1},
                "inPlaceUpdateStrategy": {"gracePeriodSeconds": 5, "markNotReadyDuringLifecycle": false}})
     );
 }

@@ -342,7 +342,9 @@ impl ResolvedStrategy {
         scale_budget(self.read_budget().map(|b| &b.value), instances)
     }
 
-    /// The strategy as OME projects it onto the InferenceReplica.
+    /// The strategy as OME projects it onto the InferenceReplica: what the InferenceService,
+    /// the runtime and the operator's defaults set. OME's fixed fallback type is resolved by
+    /// every reader and never written, so a spec holds no field nobody set.
     pub fn projected(&self) -> UpdateStrategy {
         let rolling = RollingUpdate {
             partition: self.partition.as_ref().map(|p| p.value),
@@ -357,7 +359,7 @@ impl ResolvedStrategy {
                 .map(|m| m.value),
         };
         UpdateStrategy {
-            type_: Some(self.type_.value),
+            type_: (self.type_.source != Source::Fallback).then_some(self.type_.value),
             rolling_update: (rolling != RollingUpdate::default()).then_some(rolling),
             in_place_update_strategy: (in_place != InPlaceUpdateStrategy::default())
                 .then_some(in_place),
