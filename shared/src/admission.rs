@@ -21,26 +21,48 @@ use crate::mode::{self, DeploymentMode, ModeSource};
 use crate::reasons::AdmissionCode;
 use crate::rollout::strategy::{self, OperatorDefaults, parse_percent};
 
-/// The answer to one object: refused with a message, or admitted with warnings.
+/// The answer to one object: refused with every problem it has at once (one line each, as
+/// the API server's own validation lists them), or admitted with warnings.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Verdict {
+    /// Every problem's line, joined; None when admitted.
     pub denied: Option<String>,
+    /// The problems one by one, with the field each is about.
+    pub causes: Vec<Denial>,
     pub warnings: Vec<String>,
 }
 
 impl Verdict {
-    fn from(result: Result<(), Denial>, warnings: Vec<String>) -> Verdict {
+    fn from(causes: Vec<Denial>, warnings: Vec<String>) -> Verdict {
+        let lines: Vec<&str> = causes.iter().map(|d| d.message.as_str()).collect();
         Verdict {
-            denied: result.err().map(|d| d.0),
+            denied: (!causes.is_empty()).then(|| lines.join("\n")),
+            causes,
             warnings,
         }
     }
 }
 
-/// Why an object is refused: the message the API server shows its author.
+/// One reason an object is refused: the field it is about and the message the API server
+/// shows its author.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Denial(pub String);
+#[error("{message}")]
+pub struct Denial {
+    pub field: String,
+    pub message: String,
+}
+
+fn denial(field: impl Into<String>, message: String) -> Denial {
+    Denial {
+        field: field.into(),
+        message,
+    }
+}
+
+/// The field path of an annotation, as the API server writes it.
+fn annotation_field(key: &str) -> String {
+    format!("metadata.annotations[{key}]")
+}
 
 /// Checks one `rollingUpdate`: each budget an integer of 0 or more or a percent from 0% to
 /// 100% (`maxUnavailable` first), then, with `zero_rule`, not both zero.
@@ -56,29 +78,38 @@ fn check_budgets(path: &str, rolling: &RollingUpdate, zero_rule: bool) -> Result
         match budget {
             None => {}
             Some(IntOrString::Int(n)) if *n < 0 => {
-                return Err(Denial(format!(
-                    "{path}.{field}={n} must be >= 0 ({})",
-                    AdmissionCode::InvalidRollingUpdateInteger
-                )));
+                return Err(denial(
+                    format!("{path}.{field}"),
+                    format!(
+                        "{path}.{field}={n} must be >= 0 ({})",
+                        AdmissionCode::InvalidRollingUpdateInteger
+                    ),
+                ));
             }
             Some(IntOrString::Int(n)) => zero[i] = *n == 0,
             Some(IntOrString::String(s)) => match parse_percent(s) {
                 Ok(p) => zero[i] = p == 0,
                 Err(e) => {
-                    return Err(Denial(format!(
-                        "{path}.{field}={} {e} ({})",
-                        quoted(s),
-                        AdmissionCode::InvalidRollingUpdatePercent
-                    )));
+                    return Err(denial(
+                        format!("{path}.{field}"),
+                        format!(
+                            "{path}.{field}={} {e} ({})",
+                            quoted(s),
+                            AdmissionCode::InvalidRollingUpdatePercent
+                        ),
+                    ));
                 }
             },
         }
     }
     if zero_rule && zero == [true, true] {
-        return Err(Denial(format!(
-            "{path}: maxSurge=0 and maxUnavailable=0 together yield an unstartable rollout ({})",
-            AdmissionCode::RollingUpdateZeroBudget
-        )));
+        return Err(denial(
+            path,
+            format!(
+                "{path}: maxSurge=0 and maxUnavailable=0 together yield an unstartable rollout ({})",
+                AdmissionCode::RollingUpdateZeroBudget
+            ),
+        ));
     }
     Ok(())
 }
@@ -127,7 +158,8 @@ pub fn review_inference_service(
 fn check_inference_service(
     new: &InferenceService,
     old_annotations: Option<&BTreeMap<String, String>>,
-) -> Result<(), Denial> {
+) -> Vec<Denial> {
+    let mut problems = Vec::new();
     if new.spec.engine.is_some() && new.spec.decoder.is_some() {
         let (engine, decoder) = (
             declared_mode(new, ComponentKind::Engine),
@@ -135,27 +167,32 @@ fn check_inference_service(
         );
         let omenative = DeploymentMode::OmeNative.as_str();
         if (engine == omenative || decoder == omenative) && engine != decoder {
-            return Err(Denial(format!(
-                "{}: engine deploymentMode={} does not match decoder deploymentMode={}; when either is OMENative, both must use the same value",
-                AdmissionCode::InvalidDeploymentModeCombination,
-                quoted(engine),
-                quoted(decoder)
-            )));
+            problems.push(denial(
+                "spec.decoder",
+                format!(
+                    "{}: engine deploymentMode={} does not match decoder deploymentMode={}; when either is OMENative, both must use the same value",
+                    AdmissionCode::InvalidDeploymentModeCombination,
+                    quoted(engine),
+                    quoted(decoder)
+                ),
+            ));
         }
     }
     for (kind, c) in new.spec.components() {
         if let Some(r) = rolling(c.lifecycle.as_ref()) {
-            check_budgets(
-                &format!("spec.{kind}.lifecycle.updateStrategy.rollingUpdate"),
-                r,
-                true,
-            )?;
+            let path = format!("spec.{kind}.lifecycle.updateStrategy.rollingUpdate");
+            problems.extend(check_budgets(&path, r, true).err());
         }
     }
     let annotations = new.metadata.annotations.as_ref();
     let get = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
-    if let Some(v) = get(keys::REVISION_HISTORY_LIMIT) {
-        annotations::revision_history_limit(v).map_err(|e| Denial(e.to_string()))?;
+    if let Some(v) = get(keys::REVISION_HISTORY_LIMIT)
+        && let Err(e) = annotations::revision_history_limit(v)
+    {
+        problems.push(denial(
+            annotation_field(keys::REVISION_HISTORY_LIMIT),
+            e.to_string(),
+        ));
     }
     for (key, value) in annotations.into_iter().flatten() {
         let Some(uuid) = key.strip_prefix(keys::MIGRATION_REQUEST_PREFIX) else {
@@ -164,64 +201,70 @@ fn check_inference_service(
         if old_annotations.and_then(|a| a.get(key)) == Some(value) {
             continue; // unchanged: only added or changed requests are checked
         }
-        if uuid.is_empty() {
-            return Err(Denial(format!(
-                "migration request {key}: annotation key carries no request UUID"
-            )));
-        }
-        let request = migration::parse_request(value).map_err(|e| match e {
-            migration::RequestError::Json(why) => Denial(format!(
-                "migration request {uuid}: annotation {key} is not a migration request: {why}"
-            )),
-            other => Denial(format!("migration request {uuid}: {other}")),
-        })?;
-        let known = ComponentKind::parse(&request.component)
-            .is_some_and(|k| new.spec.component(k).is_some());
-        if !known {
-            return Err(Denial(format!(
-                "migration request {uuid}: component {} is not a component of this InferenceService",
-                quoted(&request.component)
-            )));
-        }
-        if request.instance < 0 {
-            return Err(Denial(format!(
-                "migration request {uuid}: instance must be >= 0, got {}",
-                request.instance
-            )));
+        if let Err(message) = check_request(new, key, uuid, value) {
+            problems.push(denial(annotation_field(key), message));
         }
     }
-    annotations::check_alfred(
+    let refused = annotations::check_alfred(
         annotations
             .into_iter()
             .flatten()
             .map(|(k, v)| (k.as_str(), v.as_str())),
-    )
-    .map_err(|e| Denial(e.to_string()))
+    );
+    problems.extend(
+        refused
+            .into_iter()
+            .map(|e| denial(annotation_field(e.key), e.to_string())),
+    );
+    problems
+}
+
+/// One added or changed migration request annotation.
+fn check_request(new: &InferenceService, key: &str, uuid: &str, value: &str) -> Result<(), String> {
+    if uuid.is_empty() {
+        return Err(format!(
+            "migration request {key}: annotation key carries no request UUID"
+        ));
+    }
+    let request = migration::parse_request(value).map_err(|e| match e {
+        migration::RequestError::Json(why) => {
+            format!("migration request {uuid}: annotation {key} is not a migration request: {why}")
+        }
+        other => format!("migration request {uuid}: {other}"),
+    })?;
+    let known =
+        ComponentKind::parse(&request.component).is_some_and(|k| new.spec.component(k).is_some());
+    if !known {
+        return Err(format!(
+            "migration request {uuid}: component {} is not a component of this InferenceService",
+            quoted(&request.component)
+        ));
+    }
+    if request.instance < 0 {
+        return Err(format!(
+            "migration request {uuid}: instance must be >= 0, got {}",
+            request.instance
+        ));
+    }
+    Ok(())
 }
 
 /// Validates a ServingRuntime's or ClusterServingRuntime's component configs: budgets must be
 /// integers or percents, but a zero (even on both sides) is admitted in a runtime.
 pub fn review_runtime(fields: &RuntimeFields) -> Verdict {
-    let result = ComponentKind::ALL.iter().copied().try_for_each(|kind| {
-        let Some(r) = rolling(fields.component(kind).and_then(|c| c.lifecycle.as_ref())) else {
-            return Ok(());
-        };
-        check_budgets(
-            &format!("spec.{kind}Config.lifecycle.updateStrategy.rollingUpdate"),
-            r,
-            false,
-        )
+    let problems = ComponentKind::ALL.iter().copied().filter_map(|kind| {
+        let r = rolling(fields.component(kind).and_then(|c| c.lifecycle.as_ref()))?;
+        let path = format!("spec.{kind}Config.lifecycle.updateStrategy.rollingUpdate");
+        check_budgets(&path, r, false).err()
     });
-    Verdict::from(result, Vec::new())
+    Verdict::from(problems.collect(), Vec::new())
 }
 
 /// Validates an InferenceReplica's own strategy (its `spec.lifecycle`).
 pub fn review_replica(lifecycle: Option<&LifecycleSpec>) -> Verdict {
-    let result = match rolling(lifecycle) {
-        Some(r) => check_budgets("spec.lifecycle.updateStrategy.rollingUpdate", r, true),
-        None => Ok(()),
-    };
-    Verdict::from(result, Vec::new())
+    let problems = rolling(lifecycle)
+        .and_then(|r| check_budgets("spec.lifecycle.updateStrategy.rollingUpdate", r, true).err());
+    Verdict::from(problems.into_iter().collect(), Vec::new())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -101,21 +101,24 @@ pub fn revision_history_limit(value: &str) -> Result<u32, AnnotationError> {
     }
 }
 
-/// Checks every Alfred annotation present in strict form; the first refusal in key order.
+/// Checks every Alfred annotation present in strict form: every refusal, in key order.
 pub fn check_alfred<'a>(
     annotations: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> Result<(), AnnotationError> {
-    for (key, value) in annotations {
-        match key {
-            keys::MOVABLE => movable(value).map(drop)?,
-            keys::PRIORITY => priority(value).map(drop)?,
-            keys::COOLDOWN_MINUTES => cooldown_minutes(value).map(drop)?,
-            keys::SPOT_POLICY => spot_policy(value).map(drop)?,
-            keys::TENANT_GROUP => tenant_group(value).map(drop)?,
-            _ => {}
-        }
-    }
-    Ok(())
+) -> Vec<AnnotationError> {
+    annotations
+        .into_iter()
+        .filter_map(|(key, value)| {
+            match key {
+                keys::MOVABLE => movable(value).map(drop),
+                keys::PRIORITY => priority(value).map(drop),
+                keys::COOLDOWN_MINUTES => cooldown_minutes(value).map(drop),
+                keys::SPOT_POLICY => spot_policy(value).map(drop),
+                keys::TENANT_GROUP => tenant_group(value).map(drop),
+                _ => Ok(()),
+            }
+            .err()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -153,14 +156,14 @@ mod tests {
     }
 
     #[test]
-    fn the_first_refusal_in_key_order() {
+    fn every_refusal_in_key_order() {
         let annotations = [
             (keys::COOLDOWN_MINUTES, "soon"),
             (keys::MOVABLE, "maybe"),
             (keys::OPT_OUT_REASON, "anything goes"),
         ];
-        let e = check_alfred(annotations).unwrap_err();
-        assert_eq!(e.key, keys::COOLDOWN_MINUTES);
-        assert!(check_alfred([(keys::OPT_OUT_REASON, "free text")]).is_ok());
+        let keys: Vec<&str> = check_alfred(annotations).iter().map(|e| e.key).collect();
+        assert_eq!(keys, [keys::COOLDOWN_MINUTES, keys::MOVABLE]);
+        assert!(check_alfred([(keys::OPT_OUT_REASON, "free text")]).is_empty());
     }
 }

@@ -127,7 +127,23 @@ struct Status {
     status: &'static str,
     message: String,
     reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<Details>,
     code: u16,
+}
+
+/// The problems one by one (`metav1.StatusDetails.causes`), as the API server's own validation
+/// reports each field.
+#[derive(Serialize)]
+struct Details {
+    causes: Vec<Cause>,
+}
+
+#[derive(Serialize)]
+struct Cause {
+    reason: &'static str,
+    message: String,
+    field: String,
 }
 
 impl<'a> Response<'a> {
@@ -139,14 +155,28 @@ impl<'a> Response<'a> {
         }
     }
 
-    fn deny(mut self, message: String) -> Self {
+    fn deny(self, message: String) -> Self {
+        self.refuse(message, Vec::new())
+    }
+
+    /// Refused with every field's problem in the status details too.
+    fn refuse(mut self, message: String, causes: Vec<alfred::admission::Denial>) -> Self {
         self.allowed = false;
         self.patch_type = None;
         self.patch = None;
+        let causes: Vec<Cause> = causes
+            .into_iter()
+            .map(|d| Cause {
+                reason: "FieldValueInvalid",
+                message: d.message,
+                field: d.field,
+            })
+            .collect();
         self.status = Some(Status {
             status: "Failure",
             message,
             reason: "Forbidden",
+            details: (!causes.is_empty()).then_some(Details { causes }),
             code: 403,
         });
         self
@@ -329,7 +359,7 @@ fn respond<'p>(parsed: &'p Parsed, hook: Hook, ctx: &Context<'_>, found: Found) 
         (Hook::Mutate, object) => return defaults(response, object, ctx, found),
     };
     let mut response = match verdict.denied {
-        Some(message) => response.deny(message),
+        Some(message) => response.refuse(message, verdict.causes),
         None => response,
     };
     response.warnings = verdict.warnings;

@@ -546,3 +546,42 @@ fn echoed_values_are_cut() {
     .unwrap_or_else(|e| e);
     assert!(error.len() < 2000, "{} bytes", error.len());
 }
+
+/// Every problem of an object in one answer: one line each in the message, and each with its
+/// field in the status details, as the API server's own validation reports them.
+#[test]
+fn every_problem_is_reported_at_once() {
+    let r = run(
+        "isvc-create-several-problems.json",
+        Hook::Validate,
+        Runtime::Absent,
+    );
+    assert_eq!(r["allowed"], false);
+    assert_eq!(
+        r["status"]["message"],
+        "spec.engine.lifecycle.updateStrategy.rollingUpdate: maxSurge=0 and maxUnavailable=0 together yield an unstartable rollout (RollingUpdateZeroBudget)\n\
+         annotation alfred.ome.io/movable=\"yes\" is invalid: use true or false\n\
+         annotation alfred.ome.io/priority=\"high\" is invalid: use a number from 0 to 1, such as 0.8"
+    );
+    let fields: Vec<&str> = r["status"]["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.engine.lifecycle.updateStrategy.rollingUpdate",
+            "metadata.annotations[alfred.ome.io/movable]",
+            "metadata.annotations[alfred.ome.io/priority]"
+        ]
+    );
+    assert!(
+        r["status"]["details"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["reason"] == "FieldValueInvalid")
+    );
+}
