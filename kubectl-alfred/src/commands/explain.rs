@@ -39,12 +39,16 @@ fn explain_text(explanations: &[Explanation]) -> Result<String> {
             .iter()
             .map(|n| format!("{} ({} GPUs)", n.node, n.gpus))
             .collect();
+        // A component without Instances is explained whole.
+        let which = match e.instance {
+            i if i < 0 => " (the whole component)".to_string(),
+            i => format!("/{i}"),
+        };
         writeln!(
             out,
-            "{}/{}/{}: {}, {} GPUs on {}{}",
+            "{}/{}{which}: {}, {} GPUs on {}{}",
             e.workload,
             e.component,
-            e.instance,
             e.mode,
             e.gpus,
             if on.is_empty() {
