@@ -98,6 +98,8 @@ fn why(e: &kube::Error) -> (String, bool) {
     (transport(e), false)
 }
 
+const CLOSED: &str = "the connection closed before the answer was complete (the API server may be restarting, or something between cut it); try again";
+
 /// Why a request found no answer: the connection refused, timed out, cut, or its TLS failed.
 fn transport(e: &kube::Error) -> String {
     let limit = SERVER.get().and_then(|(_, limit)| *limit);
@@ -118,7 +120,7 @@ fn transport(e: &kube::Error) -> String {
                 }
                 TimedOut => return stalled(limit),
                 UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe => {
-                    return "the connection closed before the answer was complete (the API server may be restarting, or something between cut it); try again".to_string();
+                    return CLOSED.to_string();
                 }
                 _ => {}
             }
@@ -126,7 +128,7 @@ fn transport(e: &kube::Error) -> String {
         if let Some(hyper) = s.downcast_ref::<hyper::Error>()
             && (hyper.is_incomplete_message() || hyper.is_closed() || hyper.is_canceled())
         {
-            return "the connection closed before the answer was complete (the API server may be restarting, or something between cut it); try again".to_string();
+            return CLOSED.to_string();
         }
         innermost = s.to_string();
         source = s.source();
@@ -146,30 +148,29 @@ fn without_link(text: &str) -> String {
 /// An error as the plugin prints it: each context once, then the cause. A client error in the
 /// chain becomes its sentence, and what lies below it is not repeated.
 pub fn describe(e: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
+    let mut out = String::new();
     for cause in e.chain() {
         if let Some(kube) = cause.downcast_ref::<kube::Error>() {
+            // The contexts above say what was being done; this says where and why.
             let (why, _) = why(kube);
-            parts.push(format!("at {}: {why}", server()));
-            break;
+            let at = format!("at {}: {why}", server());
+            if out.is_empty() {
+                return at;
+            }
+            return format!("{out} {at}");
         }
         let text = without_link(&cause.to_string());
         // A library that prints its source in its own message would say it twice.
-        if parts.iter().any(|p| p.contains(&text)) {
+        if out.contains(&text) {
             continue;
         }
-        let already_said = cause.downcast_ref::<CallFailed>().is_some();
-        parts.push(text);
-        if already_said {
-            break;
-        }
-    }
-    let mut out = String::new();
-    for part in parts {
         if !out.is_empty() {
-            out.push_str(if part.starts_with("at ") { " " } else { ": " });
+            out.push_str(": ");
         }
-        out.push_str(&part);
+        out.push_str(&text);
+        if cause.downcast_ref::<CallFailed>().is_some() {
+            break; // already a whole sentence
+        }
     }
     out
 }

@@ -160,18 +160,6 @@ pub async fn client(args: &GlobalArgs) -> Result<Client> {
     Client::try_from(config).context("creating the Kubernetes client")
 }
 
-#[derive(Deserialize)]
-struct ListMeta {
-    #[serde(default)]
-    metadata: Option<ListMetaFields>,
-}
-
-#[derive(Deserialize)]
-struct ListMetaFields {
-    #[serde(default, rename = "continue")]
-    continue_: Option<String>,
-}
-
 /// Reads every kind the product uses: one list per kind per page, whatever the cluster's size
 /// beyond the page count. The kinds are fetched concurrently and read in a fixed order.
 pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
@@ -316,17 +304,12 @@ async fn list_pages(
             }
             Err(e) => return Err(failure::call_failed(&listing, &e).into()),
         };
-        let meta: ListMeta = serde_json::from_str(&text)
-            .with_context(|| format!("reading the list metadata of {}", kind.what))?;
-        part.add_json_document(page, &text)
+        // One scan reads the page's objects and its continue token.
+        let next = part
+            .add_json_document(page, &text)
             .map_err(|e| anyhow!("reading {} (page {page}): {e}", kind.what))?;
-        drop(text);
         progress.page();
-        match meta
-            .metadata
-            .and_then(|m| m.continue_)
-            .filter(|c| !c.is_empty())
-        {
+        match next {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(Some(part)),
         }

@@ -220,7 +220,7 @@ impl Snapshot {
     pub fn parse(text: &str) -> Result<Snapshot, SnapshotError> {
         let mut snapshot = Snapshot::default();
         for_each_document(text, |document, json| {
-            snapshot.add_json_document(document, json)
+            snapshot.add_json_document(document, json).map(drop)
         })?;
         if let Some(key) = snapshot.repeated_object() {
             return Err(locate_repeat(text, key));
@@ -400,8 +400,13 @@ impl Snapshot {
     }
 
     /// Adds one JSON document: a `*List` with `items`, or a single object. `document` is the
-    /// 1-based index errors report.
-    pub fn add_json_document(&mut self, document: usize, json: &str) -> Result<(), SnapshotError> {
+    /// 1-based index errors report. Returns a List page's `metadata.continue` token when the
+    /// API server has more pages, read in the same scan as the items.
+    pub fn add_json_document(
+        &mut self,
+        document: usize,
+        json: &str,
+    ) -> Result<Option<String>, SnapshotError> {
         let not_object = |message: String| SnapshotError::in_document(document, message);
         if !json.trim_start().starts_with('{') {
             return Err(not_object(
@@ -410,10 +415,10 @@ impl Snapshot {
         }
         match parallel::read_list(document, json)? {
             Some(list) => {
-                self.append(list);
-                Ok(())
+                self.append(list.snapshot);
+                Ok(list.continue_token)
             }
-            None => self.add_object(document, None, json, None),
+            None => self.add_object(document, None, json, None).map(|()| None),
         }
     }
 

@@ -443,3 +443,33 @@ fn gpu_quantities_must_be_counts_a_machine_has() {
       "status":{"allocatable":{"gpu.intel.com/i915":"8","gpu.intel.com/memory.max":"16Gi"}}}"#;
     assert_eq!(Snapshot::parse(intel).unwrap().nodes.len(), 1);
 }
+
+/// A List page's continue token is read in the same scan as its items (live reads page on
+/// it); objects and last pages have none, and odd metadata is no error of the page's.
+#[test]
+fn a_list_page_gives_its_continue_token() {
+    let node = r#"{"metadata":{"name":"n1"},"status":{"allocatable":{"nvidia.com/gpu":"8"}}}"#;
+    let page = |metadata: &str| {
+        format!(r#"{{"kind":"NodeList","apiVersion":"v1","metadata":{metadata},"items":[{node}]}}"#)
+    };
+    let mut s = Snapshot::default();
+    let next = s
+        .add_json_document(1, &page(r#"{"resourceVersion":"7","continue":"abc"}"#))
+        .unwrap();
+    assert_eq!(next.as_deref(), Some("abc"));
+    assert_eq!(s.nodes.len(), 1);
+    for last in [
+        r#"{"resourceVersion":"7"}"#,
+        r#"{"continue":""}"#,
+        "[]",
+        "null",
+    ] {
+        assert_eq!(
+            Snapshot::default().add_json_document(1, &page(last)),
+            Ok(None),
+            "{last}"
+        );
+    }
+    let object = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n2","continue":"x"}}"#;
+    assert_eq!(Snapshot::default().add_json_document(1, object), Ok(None));
+}

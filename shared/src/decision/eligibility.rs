@@ -155,38 +155,25 @@ fn evaluate(
             Some(what) => fail(OMENativeStateIneligible, what.clone()),
         }
     );
-    // The model builds no Instance for a component it cannot observe; this says why, should a
-    // caller ask about one anyway.
-    let observed = match (&component.unobservable, component.replica) {
-        (Some(why), _) => Err(why.to_string()),
-        (None, Some(replica)) => match &replica.status {
-            Some(status) => Ok((replica, status)),
-            None => Err(format!(
-                "InferenceReplica {} has no status yet",
-                replica.metadata.name.as_deref().unwrap_or_default()
-            )),
-        },
-        (None, None) => Err(format!(
-            "no InferenceReplica serves the {} component",
-            component.kind
-        )),
-    };
-    let (replica, status) = match observed {
-        Ok(found) if component.unjoined_pods.is_empty() => found,
-        Ok(_) => {
-            visit(
-                "InferenceReplica",
-                fail(
-                    OMENativeObservationInvalid,
-                    format!(
-                        "{} pod(s) of the component carry no Instance index",
-                        component.unjoined_pods.len()
-                    ),
+    // The model builds no Instance for a component it cannot observe (model/observation.rs);
+    // this says why, should a caller ask about one anyway.
+    let observed = component
+        .replica
+        .and_then(|r| Some((r, r.status.as_ref()?)));
+    let (replica, status) = match (&component.unobservable, observed) {
+        (None, Some(found)) if component.unjoined_pods.is_empty() => found,
+        (why, found) => {
+            let why = match (why, found) {
+                (Some(why), _) => why.to_string(),
+                (None, Some(_)) => format!(
+                    "{} pod(s) of the component carry no Instance index",
+                    component.unjoined_pods.len()
                 ),
-            );
-            return;
-        }
-        Err(why) => {
+                (None, None) => format!(
+                    "no InferenceReplica with a status serves the {} component",
+                    component.kind
+                ),
+            };
             visit("InferenceReplica", fail(OMENativeObservationInvalid, why));
             return;
         }

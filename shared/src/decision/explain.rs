@@ -172,7 +172,10 @@ fn explain_unobservable(ctx: &Context<'_>, decision: &Decision, c: usize) -> Exp
     let component = &cluster.components[c];
     let workload = cluster.workloads[component.workload].key.clone();
     let nodes = node_shares(ctx, &component.unjoined_pods);
-    let why = component.unobservable.as_ref().map(|w| w.to_string());
+    let why = component
+        .unobservable
+        .as_ref()
+        .map_or(String::new(), ToString::to_string);
     Explanation {
         gpus: nodes.iter().map(|n| n.gpus).sum(),
         recommendations: rows_about(decision, &workload, component.kind, -1),
@@ -187,8 +190,7 @@ fn explain_unobservable(ctx: &Context<'_>, decision: &Decision, c: usize) -> Exp
             passed: false,
             reason: Some(AdvisoryReason::OMENativeObservationInvalid),
             detail: format!(
-                "no Instance can be resolved: {}; Alfred builds none from pod labels and moves nothing of this component until OME reports it",
-                why.unwrap_or_default()
+                "no Instance can be resolved: {why}; Alfred builds none from pod labels and moves nothing of this component until OME reports it"
             ),
         }],
         targets: Vec::new(),

@@ -242,8 +242,9 @@ fn evacuations(ctx: &Context<'_>) -> Vec<Recommendation> {
 }
 
 /// One component-wide row (instance -1, no target) for each component whose OME pods hold GPUs
-/// on a node being left but that no Instance accounts for ([`crate::model::cluster::Cluster::unheld_gpu_pods`]). The
-/// source is the component's Unhealthy node first, then the lowest name.
+/// on a node being left but that no Instance accounts for
+/// ([`crate::model::cluster::Cluster::unheld_gpu_pods`]). The source is the component's
+/// Unhealthy node first, then the lowest name.
 fn unresolved_components(ctx: &Context<'_>) -> Vec<Recommendation> {
     let cluster = &ctx.cluster;
     let mut rows = Vec::new();

@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::kubernetes::quantity::{self, is_gpu_resource};
 use crate::mode::{self, DeploymentMode};
 use crate::model::health::{self, Health, HealthState};
-use crate::model::observation::{ReplicaIndex, Unobservable};
+use crate::model::observation::{ReplicaIndex, Unobservable, held_replicas};
 use crate::snapshot::{Snapshot, UnreadableKind, UnreadableObject};
 
 /// The label LeaderWorkerSet puts on the pods of one group (one MultiNode Instance).
@@ -746,23 +746,8 @@ fn controlling_replica(pod: &Pod) -> Option<&str> {
 }
 
 fn replica_parents(snapshot: &Snapshot) -> HashMap<(&str, &str), &str> {
-    let readable = snapshot.inference_replicas.iter().filter_map(|r| {
-        Some((
-            r.metadata.namespace.as_deref().unwrap_or("default"),
-            r.metadata.name.as_deref()?,
-            r.spec.parent_ref.as_ref()?.name.as_str(),
-        ))
-    });
-    let unreadable = snapshot.unreadable.iter().filter_map(|u| {
-        (u.kind == UnreadableKind::InferenceReplica).then_some((
-            u.namespace.as_str(),
-            u.name.as_str(),
-            u.parent.as_deref()?,
-        ))
-    });
-    readable
-        .chain(unreadable)
-        .map(|(namespace, name, parent)| ((namespace, name), parent))
+    held_replicas(snapshot)
+        .filter_map(|(namespace, h)| Some(((namespace, h.name()), h.claims().0?)))
         .collect()
 }
 

@@ -58,13 +58,13 @@ pub struct Observed<'s> {
 
 /// An InferenceReplica as the snapshot holds it: typed, or kept unreadable.
 #[derive(Clone, Copy)]
-enum Held<'s> {
+pub(crate) enum Held<'s> {
     Readable(&'s InferenceReplica),
     Unreadable(&'s UnreadableObject),
 }
 
 impl<'s> Held<'s> {
-    fn name(self) -> &'s str {
+    pub(crate) fn name(self) -> &'s str {
         match self {
             Held::Readable(r) => r.metadata.name.as_deref().unwrap_or_default(),
             Held::Unreadable(u) => &u.name,
@@ -72,7 +72,7 @@ impl<'s> Held<'s> {
     }
 
     /// `spec.parentRef.name` and `spec.component`, as far as they can be read.
-    fn claims(self) -> (Option<&'s str>, Option<ComponentKind>) {
+    pub(crate) fn claims(self) -> (Option<&'s str>, Option<ComponentKind>) {
         match self {
             Held::Readable(r) => (
                 r.spec.parent_ref.as_ref().map(|p| p.name.as_str()),
@@ -92,28 +92,13 @@ pub struct ReplicaIndex<'s> {
 
 impl<'s> ReplicaIndex<'s> {
     pub fn new(snapshot: &'s Snapshot) -> Self {
-        let held = snapshot
-            .inference_replicas
-            .iter()
-            .map(|r| (r.metadata.namespace.as_deref(), Held::Readable(r)))
-            .chain(
-                snapshot
-                    .unreadable
-                    .iter()
-                    .filter(|u| u.kind == UnreadableKind::InferenceReplica)
-                    .map(|u| (Some(u.namespace.as_str()), Held::Unreadable(u))),
-            );
         let mut claims: HashMap<_, BTreeMap<&str, Held>> = HashMap::new();
-        for (namespace, h) in held {
-            let namespace = namespace.unwrap_or("default");
+        for (namespace, h) in held_replicas(snapshot) {
             let (parent, component) = h.claims();
             let Some(kind) = component else { continue };
-            let parent = match parent {
-                Some(p) => p,
-                None => match h.name().strip_suffix(kind.as_str()) {
-                    Some(isvc) if isvc.ends_with('-') => &isvc[..isvc.len() - 1],
-                    _ => continue,
-                },
+            let projected = || h.name().strip_suffix(kind.as_str())?.strip_suffix('-');
+            let Some(parent) = parent.or_else(projected) else {
+                continue;
             };
             claims
                 .entry((namespace, parent, kind))
@@ -136,34 +121,48 @@ impl<'s> ReplicaIndex<'s> {
             return unobserved(Unobservable::Unserved);
         }
         let held = self.claims.get(&(namespace, isvc, kind));
-        let replica = match held.map(|h| h.values().copied().collect::<Vec<_>>()) {
-            None => {
+        let replica = match held.map(|h| (h.len(), h.values().next())) {
+            Some((1, Some(Held::Readable(r)))) => *r,
+            Some((1, Some(Held::Unreadable(u)))) => {
+                return unobserved(Unobservable::Unreadable {
+                    replica: u.name.clone(),
+                    problem: u.problem(),
+                });
+            }
+            Some((n, _)) if n > 1 => {
+                let names = held
+                    .into_iter()
+                    .flat_map(|h| h.keys())
+                    .map(|n| n.to_string());
+                return unobserved(Unobservable::Duplicated(names.collect()));
+            }
+            _ => {
                 return unobserved(Unobservable::Missing {
                     namespace: namespace.to_string(),
                     isvc: isvc.to_string(),
                     kind,
                 });
             }
-            Some(list) if list.len() > 1 => {
-                return unobserved(Unobservable::Duplicated(
-                    list.iter().map(|h| h.name().to_string()).collect(),
-                ));
-            }
-            Some(list) => match list[0] {
-                Held::Unreadable(u) => {
-                    return unobserved(Unobservable::Unreadable {
-                        replica: u.name.clone(),
-                        problem: u.problem(),
-                    });
-                }
-                Held::Readable(r) => r,
-            },
         };
         Observed {
             replica: Some(replica),
             rows: rows_of(replica),
         }
     }
+}
+
+/// Every InferenceReplica the snapshot holds, readable or not, with its namespace.
+pub(crate) fn held_replicas(snapshot: &Snapshot) -> impl Iterator<Item = (&str, Held<'_>)> {
+    let readable = snapshot.inference_replicas.iter().map(|r| {
+        let namespace = r.metadata.namespace.as_deref().unwrap_or("default");
+        (namespace, Held::Readable(r))
+    });
+    let unreadable = snapshot
+        .unreadable
+        .iter()
+        .filter(|u| u.kind == UnreadableKind::InferenceReplica)
+        .map(|u| (u.namespace.as_str(), Held::Unreadable(u)));
+    readable.chain(unreadable)
 }
 
 /// The rows of a current status, or why the status is not to be trusted.

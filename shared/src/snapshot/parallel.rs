@@ -22,8 +22,14 @@ const PARALLEL_MIN_BYTES: usize = 4 << 20;
 type Batch<'a> = (usize, Vec<&'a RawValue>, Option<Arc<ItemType>>);
 type Part = (usize, Result<Snapshot, SnapshotError>);
 
+/// A List read: its objects, and the `metadata.continue` token of a page that has more.
+pub(super) struct ListRead {
+    pub snapshot: Snapshot,
+    pub continue_token: Option<String>,
+}
+
 /// Reads a JSON document that is a `*List` with `items`; `Ok(None)` when it is anything else.
-pub(super) fn read_list(document: usize, json: &str) -> Result<Option<Snapshot>, SnapshotError> {
+pub(super) fn read_list(document: usize, json: &str) -> Result<Option<ListRead>, SnapshotError> {
     let workers = if json.len() >= PARALLEL_MIN_BYTES {
         std::thread::available_parallelism().map_or(1, |n| n.get().min(8)) - 1
     } else {
@@ -49,7 +55,7 @@ pub(super) fn read_list(document: usize, json: &str) -> Result<Option<Snapshot>,
         }
         (scanned, parts)
     });
-    let (kind, has_items) = scanned.map_err(|e| SnapshotError {
+    let (kind, has_items, continue_token) = scanned.map_err(|e| SnapshotError {
         path: failed.get().map(String::from),
         ..SnapshotError::in_document(
             document,
@@ -74,7 +80,10 @@ pub(super) fn read_list(document: usize, json: &str) -> Result<Option<Snapshot>,
     for part in parts {
         snapshot.append(part);
     }
-    Ok(Some(snapshot))
+    Ok(Some(ListRead {
+        snapshot,
+        continue_token: continue_token.filter(|t| !t.is_empty()),
+    }))
 }
 
 fn read_batches(document: usize, queue: &Mutex<Receiver<Batch>>) -> Vec<Part> {
@@ -92,12 +101,15 @@ fn read_batches(document: usize, queue: &Mutex<Receiver<Batch>>) -> Vec<Part> {
     }
 }
 
-/// The document's `kind` and whether it has an `items` array, sending the items on as found.
+/// The document's `kind`, whether it has an `items` array (sending the items on as found) and
+/// its `metadata.continue`.
+type Scanned = (Option<String>, bool, Option<String>);
+
 fn scan<'a>(
     json: &'a str,
     batches: Sender<Batch<'a>>,
     failed: &std::cell::Cell<Option<&'static str>>,
-) -> serde_json::Result<(Option<String>, bool)> {
+) -> serde_json::Result<Scanned> {
     let mut de = serde_json::Deserializer::from_str(json);
     let scanned = de.deserialize_map(Envelope { batches, failed })?;
     de.end()?;
@@ -109,8 +121,73 @@ struct Envelope<'a, 'f> {
     failed: &'f std::cell::Cell<Option<&'static str>>,
 }
 
+/// `metadata.continue` of a List page, read in the same scan as its items; any other value,
+/// or metadata of another shape (an object's, or a malformed one the typed read reports), is
+/// skipped without an error.
+struct ContinueToken(Option<String>);
+
+impl<'de> serde::Deserialize<'de> for ContinueToken {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ContinueVisitor)
+    }
+}
+
+struct ContinueVisitor;
+
+impl<'de> Visitor<'de> for ContinueVisitor {
+    type Value = ContinueToken;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ContinueToken, A::Error> {
+        let mut token = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "continue" {
+                token = map
+                    .next_value::<serde_json::Value>()?
+                    .as_str()
+                    .map(str::to_string);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(ContinueToken(token))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ContinueToken, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(ContinueToken(None))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<ContinueToken, E> {
+        Ok(ContinueToken(None))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<ContinueToken, E> {
+        Ok(ContinueToken(None))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<ContinueToken, E> {
+        Ok(ContinueToken(None))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<ContinueToken, E> {
+        Ok(ContinueToken(None))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<ContinueToken, E> {
+        Ok(ContinueToken(None))
+    }
+
+    fn visit_unit<E>(self) -> Result<ContinueToken, E> {
+        Ok(ContinueToken(None))
+    }
+}
+
 impl<'de> Visitor<'de> for Envelope<'de, '_> {
-    type Value = (Option<String>, bool);
+    type Value = Scanned;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a Kubernetes object or List")
@@ -118,6 +195,7 @@ impl<'de> Visitor<'de> for Envelope<'de, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let (mut kind, mut api_version, mut has_items) = (None::<String>, None::<String>, false);
+        let mut continue_token = None;
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             match key.as_ref() {
                 "kind" => {
@@ -127,6 +205,11 @@ impl<'de> Visitor<'de> for Envelope<'de, '_> {
                 "apiVersion" => {
                     self.failed.set(Some("apiVersion"));
                     api_version = map.next_value()?;
+                }
+                // An object's metadata need not read as a List's: only a List's is kept.
+                "metadata" => {
+                    self.failed.set(None);
+                    continue_token = map.next_value::<ContinueToken>()?.0;
                 }
                 "items" if !has_items => {
                     // The API server's `NodeList` leaves `kind` out of its items; it comes
@@ -153,7 +236,7 @@ impl<'de> Visitor<'de> for Envelope<'de, '_> {
             }
         }
         self.failed.set(None);
-        Ok((kind, has_items))
+        Ok((kind, has_items, continue_token))
     }
 }
 

@@ -157,6 +157,5 @@ fn measure(
         .nth(1)
         .and_then(|k| k.parse().ok())
         .unwrap_or(0);
-    std::io::stderr().flush().ok();
     (took, kib)
 }
