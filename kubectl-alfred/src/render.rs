@@ -9,6 +9,9 @@ use alfred::pools::PoolReport;
 use alfred::snapshot::Snapshot;
 use anyhow::Result;
 use serde::Serialize;
+use tabled::builder::Builder;
+use tabled::settings::object::Columns;
+use tabled::settings::{Padding, Style};
 
 use crate::Output;
 
@@ -186,36 +189,32 @@ impl From<&Withhold> for Reasoned {
     }
 }
 
-/// A kubectl-style table: a header line, columns left-aligned and three spaces apart, states
-/// in colour on a terminal ([`colour`]). Linear in the cells, for outputs of many thousands of
-/// rows.
+/// A kubectl-style table: no borders, a header line, columns left-aligned and three spaces
+/// apart (kubectl's tabwriter padding), states in colour on a terminal ([`colour`]); colour
+/// codes take no width, so painted columns stay aligned.
 pub fn columns(out: &mut String, headers: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    table(out, headers, rows, colour());
+}
+
+fn table(out: &mut String, headers: &[&str], rows: &[Vec<String>], paint: bool) {
+    let mut builder = Builder::with_capacity(rows.len() + 1, headers.len());
+    builder.push_record(headers.iter().copied());
     for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
+        builder.push_record(row.iter().map(
+            |cell| match paint.then(|| state_colour(cell)).flatten() {
+                Some(code) => format!("\x1b[{code}m{cell}\x1b[0m"),
+                None => cell.clone(),
+            },
+        ));
     }
-    let mut line = |cells: &mut dyn Iterator<Item = &str>, paint: bool| {
-        let mut text = String::new();
-        for (k, (cell, w)) in cells.zip(&widths).enumerate() {
-            match paint.then(|| state_colour(cell)).flatten() {
-                Some(code) => {
-                    let _ = write!(text, "\x1b[{code}m{cell}\x1b[0m");
-                }
-                None => text.push_str(cell),
-            }
-            if k + 1 < widths.len() {
-                text.extend(std::iter::repeat_n(' ', w - cell.chars().count() + 3));
-            }
-        }
-        out.push_str(text.trim_end());
+    let mut table = builder.build();
+    table
+        .with(Style::empty())
+        .with(Padding::new(0, 3, 0, 0))
+        .modify(Columns::last(), Padding::zero());
+    for line in table.to_string().lines() {
+        out.push_str(line.trim_end());
         out.push('\n');
-    };
-    line(&mut headers.iter().copied(), false);
-    let paint = colour();
-    for row in rows {
-        line(&mut row.iter().map(String::as_str), paint);
     }
 }
 
@@ -248,6 +247,26 @@ mod tests {
     use super::*;
 
     /// The streamed List reads back as the List built whole, in both forms.
+    /// Colour codes take no width: a painted table is the plain one with codes around states.
+    #[test]
+    fn painted_columns_stay_aligned() {
+        let rows = [
+            vec!["h100-0".into(), "Unhealthy".into(), "NodeUnhealthy".into()],
+            vec!["a100-17".into(), "-".into(), "".into()],
+        ];
+        let (mut plain, mut painted) = (String::new(), String::new());
+        table(&mut plain, &["NODE", "STATE", "REASON"], &rows, false);
+        table(&mut painted, &["NODE", "STATE", "REASON"], &rows, true);
+        assert_eq!(
+            plain,
+            "NODE      STATE       REASON\nh100-0    Unhealthy   NodeUnhealthy\na100-17   -\n"
+        );
+        assert_eq!(
+            painted,
+            plain.replace("Unhealthy ", "\x1b[31mUnhealthy\x1b[0m ")
+        );
+    }
+
     #[test]
     fn a_streamed_snapshot_reads_back_the_same() {
         let path = concat!(

@@ -48,24 +48,21 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// What `wanted` needs, or nothing when the source cannot be read.
-    /// What `wanted` needs, or nothing when the source cannot be read within [`DEADLINE`]
-    /// (a shell must never hang on a tab).
+    /// What `wanted` needs, or nothing when the source cannot be read. The cluster is not
+    /// waited on past [`DEADLINE`] (a shell must never hang on a tab); a file is scanned whole,
+    /// its time bounded by its size.
     pub async fn read(global: &GlobalArgs, wanted: Wanted) -> Catalog {
-        let read = async {
-            match global.file.clone() {
-                Some(path) => tokio::task::spawn_blocking(move || from_file(&path, wanted))
-                    .await
-                    .ok()
-                    .flatten(),
-                None => from_cluster(global, wanted).await,
-            }
+        let read = match global.file.clone() {
+            Some(path) => tokio::task::spawn_blocking(move || from_file(&path, wanted))
+                .await
+                .ok()
+                .flatten(),
+            None => tokio::time::timeout(DEADLINE, from_cluster(global, wanted))
+                .await
+                .ok()
+                .flatten(),
         };
-        tokio::time::timeout(DEADLINE, read)
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or_default()
+        read.unwrap_or_default()
     }
 
     fn add_workload(&mut self, namespace: &str, name: &str, components: Vec<ComponentKind>) {
