@@ -1,5 +1,7 @@
-//! What the webhook reads from the cluster: the runtime a defaulting needs (cached for a short
-//! while: OME creates an InferenceService's replicas in bursts) and OME's operator defaults.
+//! What the webhook reads from the cluster: the runtime a defaulting needs (from the watched
+//! [`Catalog`]; read from the API only for what no watch has shown yet, and such reads cached
+//! for a short while: OME creates an InferenceService's replicas in bursts) and OME's operator
+//! defaults (watched too, or polled from a file).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -10,9 +12,13 @@ use alfred::api::isvc::RuntimeKind;
 use alfred::api::{ClusterServingRuntime, InferenceService, ServingRuntime};
 use alfred::rollout::strategy::OperatorDefaults;
 use arc_swap::ArcSwapOption;
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher;
 use kube::{Api, Client};
 
+use crate::catalog::{Catalog, Known};
 use crate::metrics::{Event, Metrics};
 use crate::review::{Found, Lookup};
 
@@ -21,24 +27,31 @@ const CACHE_LIMIT: usize = 4096;
 
 pub struct ApiRuntimes {
     client: Client,
+    catalog: Arc<Catalog>,
     ttl: Duration,
     timeout: Duration,
     cache: Mutex<HashMap<Lookup, (Instant, Found)>>,
 }
 
 impl ApiRuntimes {
-    pub fn new(client: Client, ttl: Duration, timeout: Duration) -> Self {
+    pub fn new(client: Client, catalog: Arc<Catalog>, ttl: Duration, timeout: Duration) -> Self {
         ApiRuntimes {
             client,
+            catalog,
             ttl,
             timeout,
             cache: Mutex::default(),
         }
     }
 
-    /// The runtime for `lookup`: from the cache while fresh, else from the API within the
-    /// timeout. Failures are not cached, so the next review tries again.
+    /// The runtime for `lookup`: from the watched catalog, else from the short-lived cache of
+    /// API reads while fresh, else from the API within the timeout. Failures are not cached, so
+    /// the next review tries again.
     pub async fn find(&self, lookup: &Lookup, metrics: &Metrics) -> Found {
+        if let Some(found) = self.watched(lookup) {
+            metrics.event(Event::RuntimeCacheHit);
+            return found;
+        }
         let now = Instant::now();
         if let Some((at, found)) = self.cache.lock().ok().and_then(|c| c.get(lookup).cloned())
             && now.duration_since(at) < self.ttl
@@ -71,6 +84,24 @@ impl ApiRuntimes {
         found
     }
 
+    /// The answer when the watches have seen every object it rests on.
+    fn watched(&self, lookup: &Lookup) -> Option<Found> {
+        let (namespace, runtime) = match lookup {
+            Lookup::Runtime { namespace, runtime } => (namespace, runtime.name.clone()),
+            Lookup::Replica { namespace, isvc } => {
+                match self.catalog.service_runtime(namespace, isvc) {
+                    Known::Found(Ok(Some(runtime))) => (namespace, runtime.name),
+                    Known::Found(found) => return Some(found.map(|_| None)),
+                    Known::Absent | Known::Unknown => return None,
+                }
+            }
+        };
+        match self.catalog.runtime(namespace, &runtime) {
+            Known::Found(fields) => Some(fields.map(Some)),
+            Known::Absent | Known::Unknown => None,
+        }
+    }
+
     async fn read(&self, lookup: &Lookup) -> Found {
         let (namespace, runtime) = match lookup {
             Lookup::Runtime { namespace, runtime } => (namespace, runtime.clone()),
@@ -91,6 +122,9 @@ impl ApiRuntimes {
                 }
             }
         };
+        if let Known::Found(fields) = self.catalog.runtime(namespace, &runtime.name) {
+            return fields.map(Some);
+        }
         for kind in RuntimeKind::LOOKUP_ORDER {
             let name = &runtime.name;
             let fields = match kind {
@@ -170,7 +204,9 @@ impl DefaultsSource {
         }
     }
 
-    /// Re-reads every `interval` after the first; a failed read keeps the last good defaults.
+    /// Keeps `shared` current after the first read: OME's ConfigMap is watched (an edit is in
+    /// force within a moment), a file re-read every `interval`. A failed read keeps the last
+    /// good defaults.
     pub async fn watch(
         self,
         client: Option<Client>,
@@ -178,23 +214,67 @@ impl DefaultsSource {
         interval: Duration,
         metrics: Arc<Metrics>,
     ) {
+        if let (DefaultsSource::ConfigMap { namespace, name }, Some(client)) = (&self, client) {
+            let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+            let only = watcher::Config::default().fields(&format!("metadata.name={name}"));
+            let mut events = watcher::watcher(api, only).default_backoff().boxed();
+            let mut listed = None;
+            while let Some(event) = events.next().await {
+                let config_map = match event {
+                    Ok(watcher::Event::Init) => {
+                        listed = None;
+                        continue;
+                    }
+                    Ok(watcher::Event::InitApply(cm)) => {
+                        listed = Some(cm);
+                        continue;
+                    }
+                    Ok(watcher::Event::InitDone) => listed.take(),
+                    Ok(watcher::Event::Apply(cm)) => Some(cm),
+                    Ok(watcher::Event::Delete(_)) => None,
+                    Err(e) => {
+                        metrics.event(Event::WatchFailed);
+                        tracing::warn!(source = ?self, error = %e, "watching the operator defaults failed; retrying");
+                        continue;
+                    }
+                };
+                let defaults = match config_map {
+                    Some(cm) => OperatorDefaults::from_config_map(&cm)
+                        .map_err(|e| format!("ConfigMap {namespace}/{name}: {e}")),
+                    // Absent: OME runs without defaults.
+                    None => Ok(OperatorDefaults::default()),
+                };
+                self.settle(defaults, &shared, &metrics);
+            }
+            return;
+        }
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await; // the first read happened at startup
         loop {
             tick.tick().await;
-            self.refresh(client.as_ref(), &shared, &metrics).await;
+            self.refresh(None, &shared, &metrics).await;
         }
     }
 
-    /// One read into `shared`, logged when the value changes or the read fails.
+    /// One read into `shared`.
     pub async fn refresh(
         &self,
         client: Option<&Client>,
         shared: &SharedDefaults,
         metrics: &Metrics,
     ) {
-        match self.read(client).await {
+        self.settle(self.read(client).await, shared, metrics);
+    }
+
+    /// Puts what a read gave in force, logged when the value changes or the read failed.
+    fn settle(
+        &self,
+        read: Result<OperatorDefaults, String>,
+        shared: &SharedDefaults,
+        metrics: &Metrics,
+    ) {
+        match read {
             Ok(defaults) => {
                 metrics.event(Event::DefaultsRead);
                 if shared.load().as_deref() != Some(&defaults) {

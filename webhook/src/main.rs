@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use alfred_webhook::catalog::Catalog;
 use alfred_webhook::guard::Limits;
 use alfred_webhook::lookups::{ApiRuntimes, DefaultsSource, SharedDefaults};
 use alfred_webhook::metrics::Metrics;
@@ -46,14 +47,14 @@ struct Args {
     /// OME's `inferenceservice-config` ConfigMap, as NAMESPACE/NAME.
     #[arg(long, default_value = "ome/inferenceservice-config")]
     operator_config_map: String,
-    /// How often to re-read the operator defaults.
+    /// How often to re-read --operator-defaults (the ConfigMap is watched).
     #[arg(long, default_value = "30s", value_parser = positive_duration)]
     defaults_refresh_interval: Duration,
     /// Also fill update-strategy defaults into InferenceServices (off: GitOps tools would
     /// report the written defaults as drift).
     #[arg(long)]
     default_inference_services: bool,
-    /// How long a runtime read from the API is reused.
+    /// How long a runtime read from the API (one no watch has shown yet) is reused.
     #[arg(long, default_value = "30s", value_parser = go_duration)]
     runtime_cache_ttl: Duration,
     /// Time allowed for one API read during a review (the API server's own webhook timeout
@@ -201,9 +202,10 @@ async fn run(args: Args) -> Result<()> {
     let state = Arc::new(AppState {
         defaults: defaults.clone(),
         default_inference_services: args.default_inference_services,
-        runtimes: client
-            .clone()
-            .map(|c| ApiRuntimes::new(c, args.runtime_cache_ttl, args.api_timeout)),
+        runtimes: client.clone().map(|c| {
+            let catalog = Catalog::watch(&c, &metrics);
+            ApiRuntimes::new(c, catalog, args.runtime_cache_ttl, args.api_timeout)
+        }),
         metrics: metrics.clone(),
         shutting_down: AtomicBool::new(false),
     });

@@ -39,9 +39,10 @@ pub enum Event {
     RuntimeCacheHit,
     RuntimeLookup,
     RuntimeLookupFailed,
+    WatchFailed,
 }
 
-const EVENTS: [(Event, &str, &str); 9] = [
+const EVENTS: [(Event, &str, &str); 10] = [
     (
         Event::BadRequest,
         "alfred_webhook_bad_requests_total",
@@ -86,6 +87,11 @@ const EVENTS: [(Event, &str, &str); 9] = [
         Event::RuntimeLookupFailed,
         "alfred_webhook_runtime_api_read_failures_total",
         "Runtime lookups that failed (the object is admitted without defaults).",
+    ),
+    (
+        Event::WatchFailed,
+        "alfred_webhook_watch_failures_total",
+        "Failed watches of InferenceServices, runtimes or OME's defaults (retried with backoff).",
     ),
 ];
 

@@ -170,6 +170,18 @@ impl Cluster {
     /// Starts `alfred-webhook` against this cluster and registers it by URL with the CA bundle
     /// (`hooks` is the webhook configurations' YAML with `URL` and `CA_BUNDLE` to fill in).
     pub fn start_webhook(&mut self, extra_args: &[&str], hooks: &str) -> u16 {
+        let admin = self.kubeconfig.clone();
+        self.start_webhook_as(&admin, extra_args, hooks).0
+    }
+
+    /// [`Cluster::start_webhook`] with the API identity of `kubeconfig`; returns the serving
+    /// and the probe port.
+    pub fn start_webhook_as(
+        &mut self,
+        kubeconfig: &Path,
+        extra_args: &[&str],
+        hooks: &str,
+    ) -> (u16, u16) {
         let (port, probes) = (free_port(), free_port());
         let pki = self.dir.join("pki");
         let log = std::fs::File::create(self.dir.join("logs/webhook.log")).expect("log file");
@@ -187,7 +199,7 @@ impl Cluster {
                 "0s",
             ])
             .args(extra_args)
-            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECONFIG", kubeconfig)
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
             .spawn()
@@ -209,7 +221,37 @@ impl Cluster {
             "registering the webhook: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        port
+        (port, probes)
+    }
+
+    /// A kubeconfig acting as ServiceAccount `namespace/name` (a token from the TokenRequest
+    /// API), so a component runs with exactly the rights its manifests grant.
+    pub fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
+        let token = self.ok(&["create", "token", name, "-n", namespace, "--duration", "2h"]);
+        let admin: serde_json::Value = serde_json::from_str(&self.ok(&[
+            "config",
+            "view",
+            "--minify",
+            "--flatten",
+            "-o",
+            "json",
+        ]))
+        .expect("kubectl config view prints JSON");
+        let config = serde_json::json!({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "local", "cluster": admin["clusters"][0]["cluster"]}],
+            "users": [{"name": name, "user": {"token": token.trim()}}],
+            "contexts": [{"name": name, "context": {"cluster": "local", "user": name}}],
+            "current-context": name,
+        });
+        let path = self.dir.join(format!("kubeconfig-{namespace}-{name}"));
+        std::fs::write(&path, config.to_string()).expect("the kubeconfig is written");
+        path
+    }
+
+    /// The API server's metrics (Prometheus text).
+    pub fn metrics(&self) -> String {
+        self.ok(&["get", "--raw", "/metrics"])
     }
 
     pub fn log(&self, name: &str) -> String {
@@ -400,4 +442,71 @@ impl Cluster {
         all.extend_from_slice(args);
         self.kubectl(&all)
     }
+}
+
+/// The `q` quantile, in seconds, of Prometheus histogram `name` between two scrapes, over the
+/// series whose labels contain every one of `labels` (`verb="POST"`), interpolated within a
+/// bucket as `histogram_quantile` does. None without observations.
+pub fn histogram_quantile(
+    before: &str,
+    after: &str,
+    name: &str,
+    labels: &[&str],
+    q: f64,
+) -> Option<f64> {
+    let buckets = |text: &str| {
+        let mut by_bound = std::collections::BTreeMap::<u64, f64>::new();
+        let prefix = format!("{name}_bucket{{");
+        for line in text.lines().filter(|l| l.starts_with(&prefix)) {
+            let Some((series, count)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            if !labels.iter().all(|l| series.contains(l)) {
+                continue;
+            }
+            let Some(le) = series
+                .split("le=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+            else {
+                continue;
+            };
+            let bound = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap_or(f64::NAN)
+            };
+            *by_bound.entry(bound.to_bits()).or_default() += count.parse::<f64>().unwrap_or(0.0);
+        }
+        by_bound
+    };
+    let (before, after) = (buckets(before), buckets(after));
+    let mut cumulative: Vec<(f64, f64)> = after
+        .iter()
+        .map(|(bound, n)| {
+            (
+                f64::from_bits(*bound),
+                n - before.get(bound).unwrap_or(&0.0),
+            )
+        })
+        .collect();
+    cumulative.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = cumulative.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for (bound, count) in cumulative {
+        if count >= rank {
+            if bound.is_infinite() {
+                return Some(lower);
+            }
+            return Some(
+                lower + (bound - lower) * (rank - below) / (count - below).max(f64::MIN_POSITIVE),
+            );
+        }
+        (lower, below) = (bound, count);
+    }
+    Some(lower)
 }

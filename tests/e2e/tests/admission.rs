@@ -174,12 +174,12 @@ fn admission_through_the_api_server() {
         "refusals are logged with their uid"
     );
     assert!(log.contains("\"outcome\":\"patched\""));
-    // The webhook's own reads (runtimes, OME's defaults) name it in the audit log.
+    // The webhook's own reads (watches of runtimes and OME's defaults) name it in the audit log.
     let calls = cluster.calls_since(0, &format!("alfred-webhook/{}", env!("CARGO_PKG_VERSION")));
-    assert!(
-        calls
-            .iter()
-            .any(|(verb, uri)| verb == "get" && uri.contains("servingruntimes")),
-        "{calls:#?}"
-    );
+    for (kind, verb) in [("servingruntimes", "watch"), ("configmaps", "watch")] {
+        assert!(
+            calls.iter().any(|(v, uri)| v == verb && uri.contains(kind)),
+            "a {verb} of {kind}: {calls:#?}"
+        );
+    }
 }
