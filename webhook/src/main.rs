@@ -11,6 +11,7 @@ use alfred_webhook::catalog::Catalog;
 use alfred_webhook::guard::Limits;
 use alfred_webhook::lookups::{ApiRuntimes, DefaultsSource, SharedDefaults};
 use alfred_webhook::metrics::Metrics;
+use alfred_webhook::register::Registration;
 use alfred_webhook::server::{AppState, Listeners, Shutdown, serve};
 use alfred_webhook::tls::CertFiles;
 use anyhow::{Context as _, Result, bail};
@@ -61,6 +62,25 @@ struct Args {
     /// must be longer).
     #[arg(long, default_value = "2s", value_parser = positive_duration)]
     api_timeout: Duration,
+    /// Register the webhook configurations of this manifest once serving and probed ready
+    /// (applied server-side, re-applied every --register-interval), so a failed or
+    /// unfinished install never leaves a fail-closed configuration behind.
+    #[arg(long, conflicts_with = "standalone")]
+    register: Option<PathBuf>,
+    /// The serving CA (PEM) for every registered webhook without a caBundle.
+    #[arg(long, requires = "register")]
+    ca_bundle_file: Option<PathBuf>,
+    /// The ClusterRole that owns the registered configurations: deleting it (uninstalling)
+    /// deletes them.
+    #[arg(long, requires = "register")]
+    owner_cluster_role: Option<String>,
+    /// After the first ready probe, how long to wait before registering, so the Service's
+    /// endpoints list this pod before the API server calls it.
+    #[arg(long, default_value = "5s", value_parser = go_duration)]
+    register_delay: Duration,
+    /// How often the registered configurations are re-applied.
+    #[arg(long, default_value = "60s", value_parser = positive_duration)]
+    register_interval: Duration,
     /// Run without a cluster: no runtime lookups (runtimes count as absent) and defaults
     /// from --operator-defaults or none. For benchmarks and local tests.
     #[arg(long)]
@@ -199,16 +219,35 @@ async fn run(args: Args) -> Result<()> {
         // Standalone without a file: OME's behaviour with no defaults configured.
         None => defaults.store(Some(Arc::default())),
     }
+    let catalog = client.as_ref().map(|c| Catalog::watch(c, &metrics));
     let state = Arc::new(AppState {
         defaults: defaults.clone(),
         default_inference_services: args.default_inference_services,
-        runtimes: client.clone().map(|c| {
-            let catalog = Catalog::watch(&c, &metrics);
+        runtimes: client.clone().zip(catalog.clone()).map(|(c, catalog)| {
             ApiRuntimes::new(c, catalog, args.runtime_cache_ttl, args.api_timeout)
         }),
         metrics: metrics.clone(),
         shutting_down: AtomicBool::new(false),
+        first_ready: Default::default(),
     });
+    if let (Some(manifest), Some(client), Some(catalog)) = (&args.register, &client, &catalog) {
+        let registration = Registration {
+            manifest: manifest.clone(),
+            ca_bundle: args.ca_bundle_file.clone(),
+            owner: args.owner_cluster_role.clone(),
+            interval: args.register_interval,
+        };
+        let (app, delay, catalog) = (state.clone(), args.register_delay, catalog.clone());
+        // Probed ready and past the delay; the watches listed, or given half a minute (until
+        // then reviews read from the API).
+        let ready = move || {
+            app.first_ready.get().is_some_and(|at| {
+                at.elapsed() >= delay
+                    && (catalog.synced() || at.elapsed() >= Duration::from_secs(30))
+            })
+        };
+        tokio::spawn(registration.run(client.clone(), ready, metrics.clone()));
+    }
     if let Some(source) = source {
         let interval = args.defaults_refresh_interval;
         tokio::spawn(source.watch(client, defaults.clone(), interval, metrics.clone()));

@@ -40,9 +40,11 @@ pub enum Event {
     RuntimeLookup,
     RuntimeLookupFailed,
     WatchFailed,
+    Registered,
+    RegistrationFailed,
 }
 
-const EVENTS: [(Event, &str, &str); 10] = [
+const EVENTS: [(Event, &str, &str); 12] = [
     (
         Event::BadRequest,
         "alfred_webhook_bad_requests_total",
@@ -92,6 +94,16 @@ const EVENTS: [(Event, &str, &str); 10] = [
         Event::WatchFailed,
         "alfred_webhook_watch_failures_total",
         "Failed watches of InferenceServices, runtimes or OME's defaults (retried with backoff).",
+    ),
+    (
+        Event::Registered,
+        "alfred_webhook_registrations_total",
+        "Applies of the webhook's own configurations (--register).",
+    ),
+    (
+        Event::RegistrationFailed,
+        "alfred_webhook_registration_failures_total",
+        "Applies of the webhook's own configurations that failed (retried).",
     ),
 ];
 

@@ -29,6 +29,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Set on SIGTERM: readiness goes off so endpoints drop this pod before it closes.
     pub shutting_down: AtomicBool,
+    /// When a readiness probe was first answered ready (the kubelet's, in a cluster).
+    pub first_ready: std::sync::OnceLock<Instant>,
 }
 
 /// The admission routes' state: the app's, and what a review body may cost.
@@ -156,6 +158,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         )
             .into_response()
     } else {
+        state.first_ready.get_or_init(Instant::now);
         "ok".into_response()
     }
 }

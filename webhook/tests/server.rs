@@ -95,6 +95,7 @@ async fn start_with(
         runtimes: None,
         metrics: metrics.clone(),
         shutting_down: AtomicBool::new(false),
+        first_ready: Default::default(),
     });
     tokio::spawn(files.watch(tls.clone(), loaded, reload, metrics.clone()));
     let local = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));

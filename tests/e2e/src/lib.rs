@@ -183,6 +183,25 @@ impl Cluster {
         hooks: &str,
     ) -> (u16, u16) {
         let (port, probes) = (free_port(), free_port());
+        self.spawn_webhook(kubeconfig, port, probes, extra_args);
+        let out = self.apply(&self.hooks_at(port, hooks));
+        assert!(
+            out.status.success(),
+            "registering the webhook: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (port, probes)
+    }
+
+    /// Starts `alfred-webhook` on `port` (probes on `probes`) without registering it, and
+    /// waits for it to listen.
+    pub fn spawn_webhook(
+        &mut self,
+        kubeconfig: &Path,
+        port: u16,
+        probes: u16,
+        extra_args: &[&str],
+    ) {
         let pki = self.dir.join("pki");
         let log = std::fs::File::create(self.dir.join("logs/webhook.log")).expect("log file");
         let child = Command::new(binaries().join("alfred-webhook"))
@@ -208,20 +227,39 @@ impl Cluster {
         wait_for(Duration::from_secs(30), "the webhook's /healthz", || {
             std::net::TcpStream::connect(("127.0.0.1", probes)).is_ok()
         });
-        let ca = std::fs::read(pki.join("ca.crt")).expect("the CA");
-        let manifest = hooks
+    }
+
+    /// `hooks` (configurations with `URL` and `CA_BUNDLE` placeholders) pointing at the
+    /// webhook on `port`, with the test CA.
+    pub fn hooks_at(&self, port: u16, hooks: &str) -> String {
+        let ca = std::fs::read(self.dir.join("pki/ca.crt")).expect("the CA");
+        hooks
             .replace("URL", &format!("https://127.0.0.1:{port}"))
             .replace(
                 "CA_BUNDLE",
                 &base64::engine::general_purpose::STANDARD.encode(ca),
-            );
-        let out = self.apply(&manifest);
-        assert!(
-            out.status.success(),
-            "registering the webhook: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (port, probes)
+            )
+    }
+
+    /// GET `path` on the webhook's plain probe port: (status code, body).
+    pub fn probe(&self, probes: u16, path: &str) -> (u16, String) {
+        use std::io::{Read as _, Write as _};
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", probes)) else {
+            return (0, String::new());
+        };
+        let _ = write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+        let mut text = String::new();
+        let _ = stream.read_to_string(&mut text);
+        let code = text
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_string();
+        (code, body)
     }
 
     /// A kubeconfig acting as ServiceAccount `namespace/name` (a token from the TokenRequest

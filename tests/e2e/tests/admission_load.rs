@@ -110,9 +110,9 @@ fn a_burst_of_creates_is_answered_from_the_watches() {
 
     let agent = format!("alfred-webhook/{}", env!("CARGO_PKG_VERSION"));
     let mark = cluster.audit_mark();
-    let (start, inside_start) = (cluster.metrics(), webhook_metrics(probes));
+    let (start, inside_start) = (cluster.metrics(), cluster.probe(probes, "/metrics").1);
     burst(&cluster, "prod");
-    let (end, inside_end) = (cluster.metrics(), webhook_metrics(probes));
+    let (end, inside_end) = (cluster.metrics(), cluster.probe(probes, "/metrics").1);
     let calls = cluster.calls_since(mark, &agent);
 
     // Every replica got the runtime's strategy.
@@ -201,16 +201,4 @@ fn a_burst_of_creates_is_answered_from_the_watches() {
             ms(scrapes, name, labels, 0.99)
         );
     }
-}
-
-/// The webhook's own metrics, from its probe port.
-fn webhook_metrics(port: u16) -> String {
-    use std::io::{Read as _, Write as _};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("the probe port");
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    text
 }

@@ -25,14 +25,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
-{{/* How the webhook configurations get their CA: injected by cert-manager, or given. */}}
-{{- define "alfred-webhook.caAnnotation" -}}
-{{- if eq .Values.certificates.source "cert-manager" }}
-  annotations:
-    cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "alfred-webhook.name" . }}
-{{- end -}}
-{{- end -}}
-
+{{/* The webhook's Service; the CA is the given one, else the webhook fills in its serving CA. */}}
 {{- define "alfred-webhook.clientConfig" -}}
 clientConfig:
   service:
