@@ -137,7 +137,7 @@ fn taints_cordons_and_node_names_filter() {
     assert_eq!(o.status, Status::Infeasible);
     assert_eq!(
         o.message,
-        "pod p: 0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, 1 node(s) were excluded from the simulation, 1 node(s) were unschedulable."
+        "pod p: 0/3 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were excluded from the simulation, 1 node(s) were unschedulable."
     );
     // Tolerating the taint opens the node; tolerating the cordon opens the other.
     let o = run(
@@ -818,7 +818,7 @@ fn inter_pod_affinity_both_ways_and_within_a_gang() {
     );
     assert_eq!(
         o.message,
-        "pod p: 0/4 nodes are available: 3 node(s) didn't match pod anti-affinity rules, 1 node(s) were excluded from the simulation."
+        "pod p: 0/4 nodes are available: 1 node(s) were excluded from the simulation, 3 node(s) didn't match pod anti-affinity rules."
     );
     // A running pod's anti-affinity keeps the new pod off its node.
     let mut items = zones();
@@ -899,4 +899,93 @@ fn running_pods_preferred_terms_draw_or_repel_the_new_pod() {
     items.push(running_labelled("loner", "n1", json!({"app": "loner"}),
         json!({"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": term(50)}}})));
     assert_eq!(placed(&run(items, "", &[new()], &[])), vec!["n3"]);
+}
+
+/// PodTopologySpread counts the pods of the nodes the pod may use only (nodeAffinityPolicy
+/// Honor, the default): a foo pod on a node of zone A the pod's selector rules out does not
+/// count, as kube-scheduler's PreFilter skips that node.
+#[test]
+fn topology_spread_counts_only_the_nodes_the_pod_may_use() {
+    // n1, n2 in A with foo on both; n3, n4 in B with foo on n3. n1 is not a gpu=h100 node.
+    let mut items = zones();
+    for n in &mut items[1..4] {
+        n["metadata"]["labels"]["gpu"] = json!("h100");
+    }
+    let constraint = |policy: &str| {
+        json!({"nodeSelector": {"gpu": "h100"}, "topologySpreadConstraints": [{"maxSkew": 1,
+            "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "nodeAffinityPolicy": policy,
+            "labelSelector": {"matchLabels": {"app": "foo"}}}]})
+    };
+    let pod = |policy: &str| labelled(new_pod("p", 1, constraint(policy)), json!({"app": "foo"}));
+    // Honor: A counts n2's foo only (1), B counts 1: n2 in A gives skew 1, allowed.
+    let o = run(items.clone(), "", &[pod("Honor")], &["n3", "n4"]);
+    assert_eq!(placed(&o), vec!["n2"], "{o:?}");
+    // Ignore: A counts 2 against B's 1: n2 gives skew 2.
+    let o = run(items, "", &[pod("Ignore")], &["n3", "n4"]);
+    assert_eq!(
+        o.message,
+        "pod p: 0/4 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) didn't match pod topology spread constraints, 2 node(s) were excluded from the simulation."
+    );
+}
+
+/// A running pod's required anti-affinity with `namespaceSelector: {}` looks in every
+/// namespace; without a selector and namespaces, in its own only.
+#[test]
+fn anti_affinity_with_an_empty_namespace_selector_covers_every_namespace() {
+    let guard = |selector: Option<Value>| {
+        let mut term = json!({"labelSelector": {"matchLabels": {"app": "foo"}},
+                              "topologyKey": "kubernetes.io/hostname"});
+        if let Some(s) = selector {
+            term["namespaceSelector"] = s;
+        }
+        let mut p = running_labelled(
+            "guard",
+            "n4",
+            json!({"app": "guard"}),
+            json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}),
+        );
+        p["metadata"]["namespace"] = json!("infra");
+        p
+    };
+    let foo = || labelled(new_pod("p", 1, json!({})), json!({"app": "foo"}));
+    let mut items = zones();
+    items.push(guard(None));
+    assert_eq!(
+        placed(&run(items, "", &[foo()], &["n1", "n2", "n3"])),
+        vec!["n4"]
+    );
+    let mut items = zones();
+    items.push(guard(Some(json!({}))));
+    let o = run(items, "", &[foo()], &["n1", "n2", "n3"]);
+    assert_eq!(
+        o.message,
+        "pod p: 0/4 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules, 3 node(s) were excluded from the simulation."
+    );
+}
+
+/// NodeResourcesFit names every shortage of a node, each counted on its own, and the reasons
+/// are sorted as text ("10 …" before "2 …"), as kube-scheduler's FitError writes them.
+#[test]
+fn every_shortage_is_counted_and_the_reasons_sorted_as_text() {
+    let mut items: Vec<Value> = (0..12)
+        .map(|i| {
+            node(
+                &format!("n{i:02}"),
+                8,
+                json!({"status": {"allocatable": {"pods": "1"}}}),
+            )
+        })
+        .collect();
+    for i in 0..10 {
+        items.push(running(&format!("old-{i}"), &format!("n{i:02}"), 6, "1"));
+    }
+    let big = json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "200"},
+        "limits": {"nvidia.com/gpu": "4"}}}]});
+    let mut pod = new_pod("p", 4, json!({}));
+    pod.spec = serde_json::from_value(big).unwrap();
+    let o = run(items, "", &[pod], &[]);
+    assert_eq!(
+        o.message,
+        "pod p: 0/12 nodes are available: 10 Insufficient nvidia.com/gpu, 10 Too many pods, 12 Insufficient cpu."
+    );
 }

@@ -16,44 +16,50 @@ use crate::model::cluster::NodeView;
 pub enum Rejection {
     Unschedulable,
     NodeName,
-    Taint { key: String, value: String },
+    Taint,
     NodeAffinity,
-    TooManyPods,
-    Insufficient(Vec<String>),
+    /// NodeResourcesFit names every shortage at once: the pod count, then each resource.
+    Resources {
+        too_many_pods: bool,
+        insufficient: Vec<String>,
+    },
     VolumeNodeAffinity,
     SpreadMissingLabel,
     Spread,
-    ExistingAntiAffinity,
     Affinity,
     AntiAffinity,
+    ExistingAntiAffinity,
 }
 
 impl Rejection {
-    pub fn message(&self) -> String {
+    /// The reasons kube-scheduler v1.34 records for the node, each counted on its own in the
+    /// `0/N nodes are available` line.
+    pub fn reasons(&self) -> Vec<String> {
+        let one = |text: &str| vec![text.to_string()];
         match self {
-            Self::Unschedulable => "node(s) were unschedulable".into(),
-            Self::NodeName => "node(s) didn't match the requested node name".into(),
-            Self::Taint { key, value } => {
-                format!("node(s) had untolerated taint {{{key}: {value}}}")
-            }
-            Self::NodeAffinity => "node(s) didn't match Pod's node affinity/selector".into(),
-            Self::TooManyPods => "Too many pods".into(),
-            Self::Insufficient(resources) => resources
-                .iter()
-                .map(|r| format!("Insufficient {r}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            Self::VolumeNodeAffinity => "node(s) had volume node affinity conflict".into(),
+            Self::Unschedulable => one("node(s) were unschedulable"),
+            Self::NodeName => one("node(s) didn't match the requested node name"),
+            // It names no taint since v1.33: keys and values may be private.
+            Self::Taint => one("node(s) had untolerated taint(s)"),
+            Self::NodeAffinity => one("node(s) didn't match Pod's node affinity/selector"),
+            Self::Resources {
+                too_many_pods,
+                insufficient,
+            } => too_many_pods
+                .then(|| "Too many pods".to_string())
+                .into_iter()
+                .chain(insufficient.iter().map(|r| format!("Insufficient {r}")))
+                .collect(),
+            Self::VolumeNodeAffinity => one("node(s) had volume node affinity conflict"),
             Self::SpreadMissingLabel => {
-                "node(s) didn't match pod topology spread constraints (missing required label)"
-                    .into()
+                one("node(s) didn't match pod topology spread constraints (missing required label)")
             }
-            Self::Spread => "node(s) didn't match pod topology spread constraints".into(),
+            Self::Spread => one("node(s) didn't match pod topology spread constraints"),
+            Self::Affinity => one("node(s) didn't match pod affinity rules"),
+            Self::AntiAffinity => one("node(s) didn't match pod anti-affinity rules"),
             Self::ExistingAntiAffinity => {
-                "node(s) didn't satisfy existing pods anti-affinity rules".into()
+                one("node(s) didn't satisfy existing pods anti-affinity rules")
             }
-            Self::Affinity => "node(s) didn't match pod affinity rules".into(),
-            Self::AntiAffinity => "node(s) didn't match pod anti-affinity rules".into(),
         }
     }
 }
@@ -133,11 +139,8 @@ fn before_fit(ctx: &Context<'_>, pod: &NewPod, n: usize) -> Result<(), Rejection
         return Err(Rejection::NodeName);
     }
     // TaintToleration: NoSchedule and NoExecute taints must be tolerated.
-    if let Some(t) = untolerated_taint(spec, taints) {
-        return Err(Rejection::Taint {
-            key: t.key.clone(),
-            value: t.value.clone().unwrap_or_default(),
-        });
+    if untolerated_taint(spec, taints).is_some() {
+        return Err(Rejection::Taint);
     }
     if !node_affinity_matches(spec, node) {
         return Err(Rejection::NodeAffinity);
@@ -149,10 +152,7 @@ fn before_fit(ctx: &Context<'_>, pod: &NewPod, n: usize) -> Result<(), Rejection
 fn resource_fit(ledger: &Ledger, request: &[(usize, i64)], n: usize) -> Result<(), Rejection> {
     if !fits(ledger, request, n) {
         let (bound, limit) = ledger.pods_on(n);
-        if bound + 1 > limit {
-            return Err(Rejection::TooManyPods);
-        }
-        let short = request
+        let insufficient = request
             .iter()
             .filter(|&&(c, amount)| {
                 let (allocatable, requested) = ledger.usage(n, c);
@@ -160,7 +160,10 @@ fn resource_fit(ledger: &Ledger, request: &[(usize, i64)], n: usize) -> Result<(
             })
             .map(|&(c, _)| ledger.name(c).to_string())
             .collect();
-        return Err(Rejection::Insufficient(short));
+        return Err(Rejection::Resources {
+            too_many_pods: bound + 1 > limit,
+            insufficient,
+        });
     }
     Ok(())
 }

@@ -424,34 +424,31 @@ fn infeasible(
     check: impl Fn(usize) -> Result<(), Rejection>,
 ) -> SimulationOutcome {
     let cluster = &ctx.cluster;
-    let mut by_reason: BTreeMap<Option<Rejection>, (usize, Vec<String>)> = BTreeMap::new();
+    // Each reason of each node counted on its own, as kube-scheduler's histogram counts them.
+    let mut by_reason: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
     for (n, node) in cluster.nodes.iter().enumerate() {
-        let why = if exclude.contains(&n) {
-            None
+        let reasons = if exclude.contains(&n) {
+            vec!["node(s) were excluded from the simulation".to_string()]
         } else {
             match check(n) {
-                Err(r) => Some(r),
+                Err(r) => r.reasons(),
                 Ok(()) => continue,
             }
         };
-        let entry = by_reason.entry(why).or_default();
-        entry.0 += 1;
-        if entry.1.len() < EXAMPLES {
-            entry.1.push(node.name.to_string());
+        for why in reasons {
+            let entry = by_reason.entry(why).or_default();
+            entry.0 += 1;
+            if entry.1.len() < EXAMPLES {
+                entry.1.push(node.name.to_string());
+            }
         }
     }
-    let named: Vec<(String, usize, Vec<String>)> = by_reason
-        .into_iter()
-        .map(|(r, (count, nodes))| {
-            let message = r.map_or("node(s) were excluded from the simulation".into(), |r| {
-                r.message()
-            });
-            (message, count, nodes)
-        })
+    // "COUNT REASON" sorted as text, as kube-scheduler's FitError sorts them.
+    let mut summary: Vec<String> = by_reason
+        .iter()
+        .map(|(why, (count, _))| format!("{count} {why}"))
         .collect();
-    let mut parts: Vec<(usize, &String)> = named.iter().map(|(m, c, _)| (*c, m)).collect();
-    parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
-    let summary: Vec<String> = parts.iter().map(|(c, m)| format!("{c} {m}")).collect();
+    summary.sort();
     let message = format!(
         "pod {}: 0/{} nodes are available: {}.",
         pod.name,
@@ -464,7 +461,10 @@ fn infeasible(
         profile: Some(profile),
         placements: Vec::new(),
         message,
-        rejections: named.into_iter().map(|(m, _, nodes)| (m, nodes)).collect(),
+        rejections: by_reason
+            .into_iter()
+            .map(|(why, (_, nodes))| (why, nodes))
+            .collect(),
     }
 }
 

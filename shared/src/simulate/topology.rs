@@ -90,15 +90,29 @@ pub fn selects(selector: Option<&LabelSelector>, labels: &FlatMap<String>) -> bo
         })
 }
 
-fn term_namespaces<'a>(term: &'a PodAffinityTerm, own: &'a str) -> Vec<&'a str> {
-    match term.namespaces.as_deref() {
-        Some(list) if !list.is_empty() => list.iter().map(String::as_str).collect(),
-        _ => vec![own],
-    }
+/// Is `namespace` one the term looks in? Its `namespaces`, or those its `namespaceSelector`
+/// selects (`{}`: every namespace); with neither, the owner's own. A selector with terms needs
+/// the Namespaces' labels, which no snapshot holds: it answers `cautious`, true for
+/// anti-affinity (a pod it might repel is kept away) and false for affinity.
+fn term_namespace(term: &PodAffinityTerm, owner: &str, namespace: &str, cautious: bool) -> bool {
+    let listed = term.namespaces.as_deref().unwrap_or_default();
+    let Some(selector) = &term.namespace_selector else {
+        return if listed.is_empty() {
+            namespace == owner
+        } else {
+            listed.iter().any(|n| n == namespace)
+        };
+    };
+    let everything = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(|e| e.is_empty());
+    everything || cautious || listed.iter().any(|n| n == namespace)
 }
 
-fn term_selects(term: &PodAffinityTerm, owner_namespace: &str, pod: &Placed<'_>) -> bool {
-    term_namespaces(term, owner_namespace).contains(&pod.namespace)
+fn term_selects(term: &PodAffinityTerm, owner: &str, pod: &Placed<'_>, anti: bool) -> bool {
+    term_namespace(term, owner, pod.namespace, anti)
         && selects(term.label_selector.as_ref(), pod.labels)
 }
 
@@ -163,23 +177,33 @@ impl Topology {
             preferred_anti: &[],
         };
         let node_selected = |n: usize| node_affinity_matches(spec, &cluster.nodes[n]);
-        let spread = spec
+        let hard: Vec<_> = spec
             .topology_spread_constraints
             .iter()
             .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+            .collect();
+        // Only nodes labelled with every hard constraint's key count, as kube-scheduler has it.
+        let all_keys = |n: usize| hard.iter().all(|c| value(n, &c.topology_key).is_some());
+        let spread = hard
+            .iter()
             .map(|c| {
                 // nodeAffinityPolicy Honor (the default): only nodes the pod could use count;
                 // nodeTaintsPolicy Honor (not the default): only nodes whose taints it tolerates.
+                // Domains and the pods in them both come from these nodes alone.
                 let honor_affinity = c.node_affinity_policy.as_deref() != Some("Ignore");
                 let honor_taints = c.node_taints_policy.as_deref() == Some("Honor");
+                let eligible: Vec<bool> = (0..cluster.nodes.len())
+                    .map(|n| {
+                        all_keys(n)
+                            && (!honor_affinity || node_selected(n))
+                            && (!honor_taints
+                                || untolerated_taint(spec, &cluster.nodes[n].node.spec.taints)
+                                    .is_none())
+                    })
+                    .collect();
                 let mut counts: HashMap<String, i64> = HashMap::new();
-                for n in 0..cluster.nodes.len() {
-                    if let Some(v) = value(n, &c.topology_key)
-                        && (!honor_affinity || node_selected(n))
-                        && (!honor_taints
-                            || untolerated_taint(spec, &cluster.nodes[n].node.spec.taints)
-                                .is_none())
-                    {
+                for n in (0..cluster.nodes.len()).filter(|&n| eligible[n]) {
+                    if let Some(v) = value(n, &c.topology_key) {
                         counts.entry(v).or_insert(0);
                     }
                 }
@@ -190,7 +214,7 @@ impl Topology {
                         .flatten()
                         .all(|k| pod.labels.get(k).is_none_or(|v| labels.get(k) == Some(v)))
                 };
-                for p in others {
+                for p in others.iter().filter(|p| eligible[p.node]) {
                     if p.namespace == pod.namespace
                         && selects(c.label_selector.as_ref(), p.labels)
                         && same_keys(p.labels)
@@ -233,33 +257,35 @@ impl Topology {
                 })
                 .unwrap_or_default()
         };
-        let domains_of = |term: &PodAffinityTerm| -> HashSet<String> {
+        let domains_of = |term: &PodAffinityTerm, anti: bool| -> HashSet<String> {
             others
                 .iter()
-                .filter(|p| term_selects(term, &pod.namespace, p))
+                .filter(|p| term_selects(term, &pod.namespace, p, anti))
                 .filter_map(|p| value(p.node, &term.topology_key))
                 .collect()
         };
         let affinity = terms(false)
             .iter()
             .map(|t| {
-                let domains = domains_of(t);
-                let anywhere = others.iter().any(|p| term_selects(t, &pod.namespace, p));
+                let domains = domains_of(t, false);
+                let anywhere = others
+                    .iter()
+                    .any(|p| term_selects(t, &pod.namespace, p, false));
                 Affinity {
                     key: t.topology_key.clone(),
-                    first_of_group: !anywhere && term_selects(t, &pod.namespace, &me),
+                    first_of_group: !anywhere && term_selects(t, &pod.namespace, &me, false),
                     domains,
                 }
             })
             .collect();
         let anti_affinity = terms(true)
             .iter()
-            .map(|t| (t.topology_key.clone(), domains_of(t)))
+            .map(|t| (t.topology_key.clone(), domains_of(t, true)))
             .collect();
         let mut repelled: Vec<(String, HashSet<String>)> = Vec::new();
         for p in others {
             for t in p.anti_affinity {
-                if term_selects(t, p.namespace, &me)
+                if term_selects(t, p.namespace, &me, true)
                     && let Some(v) = value(p.node, &t.topology_key)
                 {
                     match repelled.iter_mut().find(|(k, _)| *k == t.topology_key) {
@@ -305,7 +331,7 @@ impl Topology {
                     key: term.topology_key.clone(),
                     weight: sign * f64::from(w.weight),
                     counts: count_in_domains(
-                        &|p| term_selects(term, &pod.namespace, p),
+                        &|p| term_selects(term, &pod.namespace, p, anti),
                         &term.topology_key,
                     ),
                     offset: 0,
@@ -326,7 +352,7 @@ impl Topology {
                 let Some(v) = value(p.node, &term.topology_key) else {
                     continue;
                 };
-                if !term_selects(term, p.namespace, &me) {
+                if !term_selects(term, p.namespace, &me, sign < 0) {
                     continue;
                 }
                 let at = match theirs.iter().position(|t| t.key == term.topology_key) {
@@ -420,13 +446,8 @@ impl Topology {
                 return Err(Rejection::Spread);
             }
         }
-        if self
-            .repelled
-            .iter()
-            .any(|(key, set)| node.label(key).is_some_and(|v| set.contains(v)))
-        {
-            return Err(Rejection::ExistingAntiAffinity);
-        }
+        // InterPodAffinity's order: the pod's own affinity, its anti-affinity, then the
+        // running pods' anti-affinity.
         if self
             .affinity
             .iter()
@@ -440,6 +461,13 @@ impl Topology {
             .any(|(key, set)| node.label(key).is_some_and(|v| set.contains(v)))
         {
             return Err(Rejection::AntiAffinity);
+        }
+        if self
+            .repelled
+            .iter()
+            .any(|(key, set)| node.label(key).is_some_and(|v| set.contains(v)))
+        {
+            return Err(Rejection::ExistingAntiAffinity);
         }
         Ok(())
     }
