@@ -11,7 +11,7 @@ RELEASE_URL ?= https://github.com/OWNER/kubectl-alfred/releases/download/v$(shel
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test unit e2e cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-live install dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
+.PHONY: help build test unit e2e oracle cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-live install dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -29,6 +29,11 @@ e2e: ## End to end: a local kube-apiserver and etcd (built once from Go modules)
 	tests/helm/build.sh >/dev/null
 	$(CARGO) build -p alfred-webhook -p kubectl-alfred
 	$(CARGO) test -p alfred-e2e -- --ignored --test-threads=1
+
+oracle: ## The simulator against kube-scheduler on more random clusters: make oracle CASES=3000 SEED=1
+	tests/cluster/build.sh >/dev/null
+	ALFRED_ORACLE_CASES=$(or $(CASES),3000) ALFRED_ORACLE_SEED=$(or $(SEED),1) \
+	  $(CARGO) test -p alfred-e2e --test scheduler_oracle -- --ignored --nocapture
 
 cluster-up: ## Start a local control plane in $(CLUSTER_DIR) (prints its kubeconfig)
 	tests/cluster/up.sh $(CLUSTER_DIR)

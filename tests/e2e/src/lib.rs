@@ -287,6 +287,25 @@ impl Cluster {
         path
     }
 
+    /// Starts kube-scheduler (built from the same module as the API server) with its default
+    /// profile against this cluster; its log is `logs/scheduler.log`.
+    pub fn start_scheduler(&mut self) {
+        let out = Command::new(workspace().join("tests/cluster/build.sh"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("tests/cluster/build.sh runs");
+        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let log = std::fs::File::create(self.dir.join("logs/scheduler.log")).expect("log file");
+        let child = Command::new(bin.join("kube-scheduler"))
+            .args(["--kubeconfig", &self.kubeconfig.display().to_string()])
+            .args(["--leader-elect=false", "--secure-port=0", "-v=2"])
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("kube-scheduler starts");
+        self.children.push(child);
+    }
+
     /// The API server's metrics (Prometheus text).
     pub fn metrics(&self) -> String {
         self.ok(&["get", "--raw", "/metrics"])

@@ -1,0 +1,307 @@
+//! The simulator against kube-scheduler itself (v1.34, built from the module the control
+//! plane comes from, default profile). Each case is a seeded random cluster created in the API
+//! server (GPU, CPU, memory and pod capacity, zones, pools, taints, cordons; running pods with
+//! labels and anti-affinity) and one new pod (tolerations, node selector, anti-affinity, zone
+//! spread). The pod is created unbound and left to the scheduler; the simulator reads the same
+//! objects back from the API server. They must agree on feasibility; a node the scheduler binds
+//! must be one the simulator finds feasible; an unschedulable pod's `0/N nodes are available`
+//! summary must equal the scheduler's event. `ALFRED_ORACLE_CASES` runs more cases (default
+//! 300, about 2 s each), `ALFRED_ORACLE_SEED` starts elsewhere; a disagreement prints its seed and both answers.
+
+use std::time::{Duration, Instant};
+
+use alfred::config::Config;
+use alfred::model::Context;
+use alfred::simulate::{Ledger, NewPod, Status, simulate};
+use alfred::snapshot::Snapshot;
+use alfred_e2e::{Cluster, stderr};
+use serde_json::{Value, json};
+
+/// A small deterministic generator (xorshift64*), so a seed names a case.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+const NAMESPACE: &str = "oracle";
+
+/// One case: nodes, running pods (bound), and the new pod's spec and labels.
+fn world(seed: u64) -> (Vec<Value>, Vec<Value>, Value, Value) {
+    let mut rng = Rng::new(seed);
+    let mut nodes = Vec::new();
+    let mut running = Vec::new();
+    let count = 3 + rng.below(6);
+    for i in 0..count {
+        let name = format!("c{seed}-n{i}");
+        let gpus = *rng.pick(&[0, 2, 4, 8]);
+        let cpu = *rng.pick(&[8, 16, 32]);
+        let memory = *rng.pick(&["64Gi", "128Gi"]);
+        let pods = *rng.pick(&[3, 110]);
+        let mut allocatable =
+            json!({"cpu": cpu.to_string(), "memory": memory, "pods": pods.to_string()});
+        if gpus > 0 {
+            allocatable["nvidia.com/gpu"] = json!(gpus.to_string());
+        }
+        let mut spec = json!({});
+        if rng.chance(25) {
+            spec["taints"] =
+                json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]);
+        }
+        if rng.chance(10) {
+            spec["unschedulable"] = json!(true);
+        }
+        nodes.push(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                "topology.kubernetes.io/zone": rng.pick(&["a", "b", "c"]),
+                "pool": rng.pick(&["x", "y"])}},
+            "spec": spec,
+            "status": {"capacity": allocatable.clone(), "allocatable": allocatable,
+                "conditions": [{"type": "Ready", "status": "True"}]}}));
+        let mut left = gpus;
+        for k in 0..rng.below(3) {
+            let take = if left > 0 {
+                rng.below(left as u64 + 1) as i64
+            } else {
+                0
+            };
+            left -= take;
+            let app = *rng.pick(&["foo", "bar"]);
+            let mut pod_spec = json!({"nodeName": name, "containers": [{"name": "c", "image": "x",
+                "resources": {"requests": {"cpu": rng.pick(&["1", "4"]).to_string(), "memory": "8Gi"}}}]});
+            if take > 0 {
+                pod_spec["containers"][0]["resources"]["limits"] =
+                    json!({"nvidia.com/gpu": take.to_string()});
+            }
+            if rng.chance(20) {
+                pod_spec["affinity"] = anti_affinity(rng.pick(&["foo", "bar"]));
+            }
+            running.push(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{name}-p{k}"), "namespace": NAMESPACE, "labels": {"app": app}},
+                "spec": pod_spec}));
+        }
+    }
+    let app = *rng.pick(&["foo", "bar"]);
+    let gpus = *rng.pick(&[0, 1, 2, 4, 8]);
+    let mut spec = json!({"containers": [{"name": "c", "image": "x", "resources": {"requests":
+        {"cpu": rng.pick(&["1", "8", "24"]).to_string(), "memory": rng.pick(&["8Gi", "100Gi"]).to_string()}}}]});
+    if gpus > 0 {
+        spec["containers"][0]["resources"]["limits"] = json!({"nvidia.com/gpu": gpus.to_string()});
+    }
+    if rng.chance(30) {
+        spec["tolerations"] =
+            json!([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]);
+    }
+    if rng.chance(20) {
+        spec["nodeSelector"] = json!({"pool": "x"});
+    }
+    if rng.chance(30) {
+        spec["affinity"] = anti_affinity(app);
+    }
+    if rng.chance(30) {
+        spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": app}}}]);
+    }
+    (nodes, running, spec, json!({"app": app}))
+}
+
+fn anti_affinity(app: &str) -> Value {
+    json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}})
+}
+
+/// What the simulator says of the pod on the cluster as the API server holds it: the node it
+/// picks or its summary, and every node it finds feasible.
+fn simulated(
+    cluster: &Cluster,
+    spec: &Value,
+    labels: &Value,
+) -> (Result<String, String>, Vec<String>) {
+    let text = cluster.ok(&["get", "nodes,pods", "-A", "-o", "json"]);
+    let snapshot = Snapshot::parse(&text).expect("the API server's List reads");
+    let config = Config::parse("schemaVersion: 1\n").unwrap();
+    let now = jiff_now(&text);
+    let ctx = Context::build(&snapshot, &config, now);
+    let ledger = Ledger::new(&ctx.cluster);
+    let pod = NewPod {
+        name: "new".into(),
+        namespace: NAMESPACE.into(),
+        labels: serde_json::from_value(labels.clone()).unwrap(),
+        spec: serde_json::from_value(spec.clone()).unwrap(),
+    };
+    let pods = std::slice::from_ref(&pod);
+    let all: Vec<usize> = (0..ctx.cluster.nodes.len()).collect();
+    let outcome = simulate(&ctx, &ledger, pods, &[]);
+    let answer = match outcome.status {
+        Status::Feasible => Ok(outcome.placements[0].node.clone()),
+        _ => Err(outcome
+            .message
+            .split_once(": ")
+            .map_or(outcome.message.clone(), |(_, m)| m.to_string())),
+    };
+    let feasible = all
+        .iter()
+        .filter(|&&n| {
+            let others: Vec<usize> = all.iter().copied().filter(|&m| m != n).collect();
+            simulate(&ctx, &ledger, pods, &others).status == Status::Feasible
+        })
+        .map(|&n| ctx.cluster.nodes[n].name.to_string())
+        .collect();
+    (answer, feasible)
+}
+
+/// The newest creation time in the List: the simulator's "now", from the cluster's own clock.
+fn jiff_now(text: &str) -> k8s_openapi::jiff::Timestamp {
+    let list: Value = serde_json::from_str(text).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["metadata"]["creationTimestamp"].as_str())
+        .max()
+        .unwrap_or("2026-01-01T00:00:00Z")
+        .parse()
+        .unwrap()
+}
+
+/// Where kube-scheduler put the pod, or its FailedScheduling summary (the filters' part).
+fn scheduled(cluster: &Cluster, name: &str) -> Result<String, String> {
+    let start = Instant::now();
+    loop {
+        let node = cluster.ok(&[
+            "get",
+            "pod",
+            "-n",
+            NAMESPACE,
+            name,
+            "-o",
+            "jsonpath={.spec.nodeName}",
+        ]);
+        if !node.is_empty() {
+            return Ok(node);
+        }
+        let events = cluster.ok(&[
+            "get",
+            "events",
+            "-n",
+            NAMESPACE,
+            "--field-selector",
+            &format!("involvedObject.name={name},reason=FailedScheduling"),
+            "-o",
+            "jsonpath={.items[0].message}",
+        ]);
+        if !events.is_empty() {
+            // The filters' summary ends at its first ". "; PostFilter plugins (dynamic
+            // resources, preemption) add their own sentences after it.
+            let summary = events.split_once(". ").map_or(events.trim(), |(s, _)| s);
+            return Err(format!("{}.", summary.trim_end_matches('.')));
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "kube-scheduler never answered for {name}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn the_simulator_agrees_with_kube_scheduler() {
+    let cases: u64 = std::env::var("ALFRED_ORACLE_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(300);
+    let first: u64 = std::env::var("ALFRED_ORACLE_SEED")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(1);
+    let mut cluster = Cluster::up("scheduler-oracle");
+    cluster.ok(&["create", "namespace", NAMESPACE]);
+    cluster.start_scheduler();
+    let (mut disagreements, mut same_node, mut bound) = (Vec::new(), 0, 0);
+    for seed in first..first + cases {
+        // A fresh cluster for each case: the last one's pods and nodes are gone first.
+        cluster.ok(&[
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            NAMESPACE,
+            "--force",
+            "--grace-period=0",
+            "--wait",
+        ]);
+        cluster.ok(&["delete", "nodes", "--all", "--wait"]);
+        let (nodes, running, spec, labels) = world(seed);
+        let objects = json!({"apiVersion": "v1", "kind": "List", "items": nodes});
+        let out = cluster.kubectl_with(&["create", "-f", "-"], &objects.to_string());
+        assert!(out.status.success(), "seed {seed}: {}", stderr(&out));
+        // The API server's TaintNodesByCondition taints a new node not-ready until the node
+        // controller, which this control plane does not run, sees it Ready: lifted by hand.
+        cluster.ok(&[
+            "taint",
+            "nodes",
+            "--all",
+            "node.kubernetes.io/not-ready:NoSchedule-",
+        ]);
+        // Status through its subresource, as the kubelet writes it.
+        let out = cluster.kubectl_with(
+            &["replace", "--subresource=status", "-f", "-"],
+            &objects.to_string(),
+        );
+        assert!(out.status.success(), "seed {seed}: {}", stderr(&out));
+        if !running.is_empty() {
+            let out = cluster.kubectl_with(
+                &["create", "-f", "-"],
+                &json!({"apiVersion": "v1", "kind": "List", "items": running}).to_string(),
+            );
+            assert!(out.status.success(), "seed {seed}: {}", stderr(&out));
+        }
+        let (ours, feasible) = simulated(&cluster, &spec, &labels);
+        let name = format!("new-{seed}");
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels}, "spec": spec});
+        let out = cluster.kubectl_with(&["create", "-f", "-"], &pod.to_string());
+        assert!(out.status.success(), "seed {seed}: {}", stderr(&out));
+        let theirs = scheduled(&cluster, &name);
+        let agrees = match (&ours, &theirs) {
+            (Ok(_), Ok(node)) => {
+                bound += 1;
+                feasible.contains(node)
+            }
+            (Err(a), Err(b)) => a == b,
+            _ => false,
+        };
+        if agrees {
+            if let (Ok(a), Ok(b)) = (&ours, &theirs) {
+                same_node += usize::from(a == b);
+            }
+        } else {
+            disagreements.push(format!(
+                "seed {seed}: simulator {ours:?} (feasible {feasible:?}), kube-scheduler {theirs:?}"
+            ));
+        }
+    }
+    eprintln!(
+        "{cases} cases: {} disagreements; {bound} bound, the simulator's pick was the scheduler's in {same_node}",
+        disagreements.len()
+    );
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}
