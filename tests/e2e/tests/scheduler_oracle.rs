@@ -91,7 +91,8 @@ fn world(seed: u64) -> (Vec<Value>, Vec<Value>, Value, Value) {
                     json!({"nvidia.com/gpu": take.to_string()});
             }
             if rng.chance(20) {
-                pod_spec["affinity"] = anti_affinity(rng.pick(&["foo", "bar"]));
+                let repelled = *rng.pick(&["foo", "bar"]);
+                pod_spec["affinity"] = anti_affinity(repelled);
             }
             running.push(json!({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": format!("{name}-p{k}"), "namespace": NAMESPACE, "labels": {"app": app}},
