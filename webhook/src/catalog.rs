@@ -111,20 +111,10 @@ impl Catalog {
             write(&c.services).apply(e, runtime_ref)
         });
         follow(ApiResource::erase::<ServingRuntime>(&()), |c, e| {
-            write(&c.serving).apply(e, |o| {
-                o.clone()
-                    .try_parse::<ServingRuntime>()
-                    .map(|r| r.spec.fields)
-                    .map_err(|e| format!("cannot read ServingRuntime {}: {e}", o.name_any()))
-            })
+            write(&c.serving).apply(e, |o| runtime_fields(o, "ServingRuntime"))
         });
         follow(ApiResource::erase::<ClusterServingRuntime>(&()), |c, e| {
-            write(&c.cluster).apply(e, |o| {
-                o.clone()
-                    .try_parse::<ClusterServingRuntime>()
-                    .map(|r| r.spec.fields)
-                    .map_err(|e| format!("cannot read ClusterServingRuntime {}: {e}", o.name_any()))
-            })
+            write(&c.cluster).apply(e, |o| runtime_fields(o, "ClusterServingRuntime"))
         });
         catalog
     }
@@ -168,6 +158,13 @@ fn known<T: Clone>(watched: &RwLock<Watched<Read<T>>>, namespace: &str, name: &s
         Some(value) => Known::Found(value.clone()),
         None => Known::Absent,
     }
+}
+
+/// A runtime's component fields (its spec, whose other fields are not read).
+fn runtime_fields(object: &DynamicObject, kind: &str) -> Read<RuntimeFields> {
+    let spec = object.data.get("spec").unwrap_or(&serde_json::Value::Null);
+    RuntimeFields::deserialize(spec)
+        .map_err(|e| format!("cannot read {kind} {}: spec: {e}", object.name_any()))
 }
 
 /// `spec.runtime` of an InferenceService, read alone so the rest of its spec cannot fail it.

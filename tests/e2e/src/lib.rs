@@ -262,6 +262,19 @@ impl Cluster {
         (code, body)
     }
 
+    /// What the webhook runs with in a cluster: namespaces `ome` and `alfred-system`, the
+    /// shipped RBAC and OME's example ConfigMap; returns a kubeconfig of its ServiceAccount.
+    pub fn webhook_identity(&self) -> PathBuf {
+        for namespace in ["ome", "alfred-system"] {
+            self.ok(&["create", "namespace", namespace]);
+        }
+        let manifests = workspace().join("manifests/webhook");
+        for file in ["rbac.yaml", "inferenceservice-config.example.yaml"] {
+            self.ok(&["apply", "-f", &manifests.join(file).display().to_string()]);
+        }
+        self.service_account_kubeconfig("alfred-system", "alfred-webhook")
+    }
+
     /// A kubeconfig acting as ServiceAccount `namespace/name` (a token from the TokenRequest
     /// API), so a component runs with exactly the rights its manifests grant.
     pub fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {

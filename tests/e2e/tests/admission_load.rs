@@ -71,16 +71,10 @@ fn burst(cluster: &Cluster, namespace: &str) {
 #[ignore = "needs the local control plane: make e2e"]
 fn a_burst_of_creates_is_answered_from_the_watches() {
     let mut cluster = Cluster::up("admission-load");
-    for namespace in ["prod", "bare", "ome", "alfred-system"] {
+    for namespace in ["prod", "bare"] {
         cluster.ok(&["create", "namespace", namespace]);
     }
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/webhook");
-    cluster.ok(&["apply", "-f", &format!("{root}/rbac.yaml")]);
-    cluster.ok(&[
-        "apply",
-        "-f",
-        &format!("{root}/inferenceservice-config.example.yaml"),
-    ]);
+    let identity = cluster.webhook_identity();
     for namespace in ["prod", "bare"] {
         let runtime = serde_json::json!({"apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
             "metadata": {"name": "vllm", "namespace": namespace},
@@ -94,7 +88,6 @@ fn a_burst_of_creates_is_answered_from_the_watches() {
     burst(&cluster, "bare");
     let bare_end = cluster.metrics();
 
-    let identity = cluster.service_account_kubeconfig("alfred-system", "alfred-webhook");
     let (_, probes) = cluster.start_webhook_as(&identity, &[], &shipped_hooks());
     // Registered and answering: a replica of an InferenceService that does not exist is
     // admitted with the webhook's warning.

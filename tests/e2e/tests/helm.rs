@@ -37,6 +37,20 @@ fn render(helm: &PathBuf, sets: &[&str]) -> String {
     stdout(&out)
 }
 
+/// A fresh control plane that knows cert-manager's kinds (the chart's default certificates).
+fn with_cert_manager(name: &str) -> Cluster {
+    let cluster = Cluster::up(name);
+    let crds = root().join("tests/e2e/crds/cert-manager.yaml");
+    cluster.ok(&["apply", "-f", crds.to_str().unwrap()]);
+    cluster.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/certificates.cert-manager.io",
+        "crd/issuers.cert-manager.io",
+    ]);
+    cluster
+}
+
 /// Kinds and names of the rendered objects, in order.
 fn objects(manifest: &str) -> Vec<(String, String)> {
     manifest
@@ -55,21 +69,7 @@ fn objects(manifest: &str) -> Vec<(String, String)> {
 #[ignore = "needs the local control plane: make e2e"]
 fn the_chart_renders_and_passes_a_server_side_dry_run() {
     let helm = helm();
-    let cluster = Cluster::up("helm");
-    cluster.ok(&[
-        "apply",
-        "-f",
-        root()
-            .join("tests/e2e/crds/cert-manager.yaml")
-            .to_str()
-            .unwrap(),
-    ]);
-    cluster.ok(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/certificates.cert-manager.io",
-        "crd/issuers.cert-manager.io",
-    ]);
+    let cluster = with_cert_manager("helm");
     cluster.ok(&["create", "namespace", "alfred-system"]);
     cluster.ok(&["create", "namespace", "ome"]);
 
@@ -197,21 +197,7 @@ fn the_chart_renders_and_passes_a_server_side_dry_run() {
 #[ignore = "needs the local control plane: make e2e"]
 fn a_failed_or_unfinished_install_blocks_no_write() {
     let helm = helm();
-    let cluster = Cluster::up("helm-install");
-    cluster.ok(&[
-        "apply",
-        "-f",
-        root()
-            .join("tests/e2e/crds/cert-manager.yaml")
-            .to_str()
-            .unwrap(),
-    ]);
-    cluster.ok(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/certificates.cert-manager.io",
-        "crd/issuers.cert-manager.io",
-    ]);
+    let cluster = with_cert_manager("helm-install");
     cluster.ok(&["create", "namespace", "ome"]);
     cluster.ok(&["create", "namespace", "prod"]);
     let chart = root().join("manifests/helm/alfred-webhook");

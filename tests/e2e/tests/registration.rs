@@ -30,16 +30,8 @@ fn configurations(cluster: &Cluster) -> String {
 #[ignore = "needs the local control plane: make e2e"]
 fn the_webhook_registers_itself_once_it_can_answer() {
     let mut cluster = Cluster::up("registration");
-    for namespace in ["prod", "ome", "alfred-system"] {
-        cluster.ok(&["create", "namespace", namespace]);
-    }
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/webhook");
-    cluster.ok(&["apply", "-f", &format!("{root}/rbac.yaml")]);
-    cluster.ok(&[
-        "apply",
-        "-f",
-        &format!("{root}/inferenceservice-config.example.yaml"),
-    ]);
+    cluster.ok(&["create", "namespace", "prod"]);
+    let identity = cluster.webhook_identity();
 
     let (port, probes) = (free_port(), free_port());
     // The shipped configurations by URL as YAML documents, their caBundle left for the
@@ -50,7 +42,6 @@ fn the_webhook_registers_itself_once_it_can_answer() {
         .replace("CA_BUNDLE", "");
     std::fs::write(&manifest, cluster.hooks_at(port, &hooks)).unwrap();
     let ca = cluster.dir.join("pki/ca.crt");
-    let identity = cluster.service_account_kubeconfig("alfred-system", "alfred-webhook");
     cluster.spawn_webhook(
         &identity,
         port,
