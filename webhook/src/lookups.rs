@@ -172,6 +172,9 @@ pub fn defaults_from_manifest(text: &str) -> Result<OperatorDefaults, String> {
 /// A ConfigMap holds at most 1 MiB of data; its manifest, with room for layout.
 const MAX_DEFAULTS_FILE_BYTES: u64 = 4 << 20;
 
+/// The longest a read of OME's ConfigMap may take (at startup, before the watch).
+const DEFAULTS_READ_DEADLINE: Duration = Duration::from_secs(10);
+
 /// The defaults in force; None until a first good read.
 pub type SharedDefaults = Arc<ArcSwapOption<OperatorDefaults>>;
 
@@ -194,7 +197,13 @@ impl DefaultsSource {
             DefaultsSource::ConfigMap { namespace, name } => {
                 let client = client.ok_or("no API client to read the ConfigMap with")?;
                 let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-                match api.get_opt(name).await {
+                let read = tokio::time::timeout(DEFAULTS_READ_DEADLINE, api.get_opt(name)).await;
+                let Ok(read) = read else {
+                    return Err(format!(
+                        "cannot read ConfigMap {namespace}/{name}: the API server did not answer within {DEFAULTS_READ_DEADLINE:?}"
+                    ));
+                };
+                match read {
                     Ok(Some(cm)) => OperatorDefaults::from_config_map(&cm)
                         .map_err(|e| format!("ConfigMap {namespace}/{name}: {e}")),
                     Ok(None) => Ok(OperatorDefaults::default()),

@@ -21,6 +21,9 @@ use crate::metrics::{Event, Metrics};
 /// The field manager of what the webhook writes.
 pub const MANAGER: &str = "alfred-webhook";
 
+/// The longest one apply of the configurations may take.
+const APPLY_DEADLINE: Duration = Duration::from_secs(30);
+
 const KINDS: [&str; 2] = [
     "ValidatingWebhookConfiguration",
     "MutatingWebhookConfiguration",
@@ -104,7 +107,15 @@ impl Registration {
         }
         let mut retry = Duration::from_secs(1);
         loop {
-            match self.apply(&client).await {
+            // A stalled API server ends the attempt, which is then retried.
+            let applied = tokio::time::timeout(APPLY_DEADLINE, self.apply(&client))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "the API server did not answer within {APPLY_DEADLINE:?}"
+                    ))
+                });
+            match applied {
                 Ok(names) => {
                     metrics.event(Event::Registered);
                     tracing::debug!(configurations = ?names, "webhook configurations applied");

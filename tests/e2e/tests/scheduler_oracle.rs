@@ -138,7 +138,7 @@ fn simulated(
     let text = cluster.ok(&["get", "nodes,pods", "-A", "-o", "json"]);
     let snapshot = Snapshot::parse(&text).expect("the API server's List reads");
     let config = Config::parse("schemaVersion: 1\n").unwrap();
-    let now = jiff_now(&text);
+    let now = cluster_now(&text);
     let ctx = Context::build(&snapshot, &config, now);
     let ledger = Ledger::new(&ctx.cluster);
     let pod = NewPod {
@@ -169,7 +169,7 @@ fn simulated(
 }
 
 /// The newest creation time in the List: the simulator's "now", from the cluster's own clock.
-fn jiff_now(text: &str) -> k8s_openapi::jiff::Timestamp {
+fn cluster_now(text: &str) -> k8s_openapi::jiff::Timestamp {
     let list: Value = serde_json::from_str(text).unwrap();
     list["items"]
         .as_array()
