@@ -4,13 +4,16 @@
 //!
 //!     cargo run --release -p alfred-shared --example trace_bench -- \
 //!       --nodes NODES.csv --pods PODS.csv [--load 0.95] [--seed 1] [--eight-gpu-nodes N] \
-//!       [--max-moves N] [--write SNAPSHOT]
+//!       [--max-moves N] [--gpus-only] [--write SNAPSHOT]
 //!
 //! `--eight-gpu-nodes N` replaces the node list with N 8-GPU nodes of the trace's commonest
 //! 8-GPU type. Reports pending GPUs placeable (largest first, best fit) and whole free nodes
 //! now, after the plan and after the ideal repack (first-fit decreasing of every movable
 //! Instance but those that fill their node, other pods pinned), the plan's moves and GPUs
-//! moved, a lower bound on moves, and the time to plan.
+//! moved, a lower bound on moves, and the time to plan. Pods request the trace's CPU and
+//! memory unless `--gpus-only`; the plan's steps are replayed as surges with plain arithmetic
+//! (each move's new pods beside the old ones, then the old ones gone) and the steps whose new
+//! pods find too little CPU, memory or GPUs on their target are counted.
 
 use std::time::Instant;
 
@@ -72,7 +75,8 @@ fn run() -> Result<(), String> {
             .collect();
     }
     let tasks = trace::read_tasks(&read("--pods")?)?;
-    let replay = trace::replay(&nodes, &tasks, load, seed);
+    let cpu_memory = !args.iter().any(|a| a == "--gpus-only");
+    let replay = trace::replay(&nodes, &tasks, load, seed, cpu_memory);
     if let Some(path) = flag("--write") {
         std::fs::write(&path, &replay.json).map_err(|e| format!("{path}: {e}"))?;
         println!("snapshot written to {path}");
@@ -100,7 +104,7 @@ fn run() -> Result<(), String> {
     let planning = start.elapsed();
 
     let free_now: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_free).collect();
-    let now_ = consolidate::placeable(&ctx, &free_now);
+    let now_ = consolidate::placeable(&ctx, &movable, &free_now);
     let mut free_ideal = free_now.clone();
     // An Instance that fills its node stays: moving it only swaps which node is full.
     let repackable: Vec<bool> = cluster
@@ -122,7 +126,11 @@ fn run() -> Result<(), String> {
             free_ideal[pool.bins[m.to].index] -= gpus;
         }
     }
-    let ideal = consolidate::placeable(&ctx, &free_ideal);
+    let gpu_ideal = consolidate::placeable(&ctx, &movable, &free_ideal);
+    if cpu_memory {
+        free_ideal = repack_all_resources(&ctx, &repackable);
+    }
+    let ideal = consolidate::placeable(&ctx, &movable, &free_ideal);
     let after = plan.after();
     let bound = lower_bound(
         cluster,
@@ -133,6 +141,7 @@ fn run() -> Result<(), String> {
         &ideal.unplaced,
     );
     let gpus_moved: i64 = plan.steps.iter().map(|s| s.gpus).sum();
+    let short = steps_short(cluster, &plan.steps);
     println!(
         "instances: {} ({} movable); pending GPUs: {}",
         cluster.instances.len(),
@@ -148,6 +157,12 @@ fn run() -> Result<(), String> {
         "whole free nodes        {:>5}  {:>7}  {:>7}",
         now_.whole_free_nodes, after.whole_free_nodes, ideal.whole_free_nodes
     );
+    if cpu_memory {
+        println!(
+            "(the ideal repack packs CPU and memory too; by GPUs alone it would make {} placeable)",
+            gpu_ideal.pending_gpus
+        );
+    }
     let gained = after.pending_gpus - now_.pending_gpus;
     let possible = ideal.pending_gpus - now_.pending_gpus;
     println!(
@@ -159,6 +174,15 @@ fn run() -> Result<(), String> {
             100.0
         }
     );
+    println!(
+        "steps short of CPU, memory or GPUs on their target: {short} of {} (pods request {})",
+        plan.steps.len(),
+        if cpu_memory {
+            "the trace's CPU and memory"
+        } else {
+            "GPUs only"
+        }
+    );
     if args.iter().any(|a| a == "--detail") {
         detail(cluster, &movable, &now_, &ideal);
     }
@@ -168,6 +192,119 @@ fn run() -> Result<(), String> {
         planning.as_secs_f64() * 1e3
     );
     Ok(())
+}
+
+/// The resources the replays check, in this order.
+const RESOURCES: [&str; 3] = ["nvidia.com/gpu", "cpu", "memory"];
+
+/// A pod's requests of `RESOURCES`, in milli-units.
+fn requests_of(cluster: &Cluster<'_>, p: usize) -> [i64; 3] {
+    let all = alfred::simulate::pod_requests(&cluster.pods[p].pod.spec);
+    RESOURCES.map(|r| all.iter().find(|(n, _)| *n == r).map_or(0, |(_, v)| *v))
+}
+
+/// Each node's allocatable `RESOURCES`, in milli-units.
+fn allocatable_of(cluster: &Cluster<'_>) -> Vec<[i64; 3]> {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            RESOURCES.map(|r| {
+                n.node
+                    .allocatable()
+                    .iter()
+                    .find(|(name, _)| *name == r)
+                    .and_then(|(_, q)| alfred::kubernetes::quantity::value(q))
+                    .map_or(0, |v| (v * 1000.0).round() as i64)
+            })
+        })
+        .collect()
+}
+
+/// The ideal repack in every resource: first-fit decreasing (most GPUs first) of the
+/// repackable Instances' pods onto the nodes of their pool, fullest first, each where its GPUs,
+/// CPU and memory fit beside the pods that stay and the scheduler's node filters allow it.
+/// The free GPUs per node it leaves.
+fn repack_all_resources(ctx: &Context<'_>, repackable: &[bool]) -> Vec<i64> {
+    let cluster = &ctx.cluster;
+    let surges = alfred::simulate::Surges::new(ctx);
+    let requests = |p: usize| requests_of(cluster, p);
+    let mut free = allocatable_of(cluster);
+    let mut moves = vec![false; cluster.pods.len()];
+    for (i, inst) in cluster.instances.iter().enumerate() {
+        for &p in &inst.pods {
+            moves[p] = repackable[i];
+        }
+    }
+    let mut items: Vec<(usize, [i64; 3])> = Vec::new();
+    for (p, pod) in cluster.pods.iter().enumerate() {
+        let (Some(n), false) = (pod.host, pod.terminal) else {
+            continue;
+        };
+        let r = requests(p);
+        let moves = moves[p];
+        if moves && cluster.nodes[n].pool.is_some() {
+            items.push((p, r));
+        } else {
+            for k in 0..3 {
+                free[n][k] -= r[k];
+            }
+        }
+    }
+    items.sort_by_key(|&(p, r)| (std::cmp::Reverse(r[0]), std::cmp::Reverse(r[1]), p));
+    let mut order: Vec<usize> = (0..cluster.nodes.len())
+        .filter(|&n| cluster.nodes[n].gpu_total > 0)
+        .collect();
+    order.sort_by_key(|&n| (free[n][0], n));
+    for (p, r) in items {
+        let pool = cluster.nodes[cluster.pods[p].host.unwrap()].pool.as_ref();
+        let to = order.iter().copied().find(|&n| {
+            cluster.nodes[n].pool.as_ref() == pool
+                && (0..3).all(|k| free[n][k] >= r[k])
+                && surges.allows(p, n)
+        });
+        // A pod that fits nowhere else stays where it is.
+        let to = to.unwrap_or_else(|| cluster.pods[p].host.unwrap());
+        for k in 0..3 {
+            free[to][k] -= r[k];
+        }
+    }
+    free.iter().map(|f| f[0] / 1000).collect()
+}
+
+/// The plan's steps replayed as surges on each node's allocatable CPU, memory and GPUs: how
+/// many put a new pod where those run short.
+fn steps_short(cluster: &Cluster<'_>, steps: &[consolidate::PlanStep]) -> usize {
+    let requests = |p: usize| requests_of(cluster, p);
+    let mut free = allocatable_of(cluster);
+    for (p, pod) in cluster.pods.iter().enumerate() {
+        if let (Some(n), false) = (pod.host, pod.terminal) {
+            let r = requests(p);
+            for k in 0..3 {
+                free[n][k] -= r[k];
+            }
+        }
+    }
+    let mut short = 0;
+    for step in steps {
+        let mut fits = true;
+        for &(p, to) in &step.placements {
+            let r = requests(p);
+            for k in 0..3 {
+                free[to][k] -= r[k];
+                fits &= free[to][k] >= 0;
+            }
+        }
+        for &(p, _) in &step.placements {
+            let r = requests(p);
+            let from = cluster.pods[p].host.expect("a moved pod runs");
+            for k in 0..3 {
+                free[from][k] += r[k];
+            }
+        }
+        short += usize::from(!fits);
+    }
+    short
 }
 
 fn commonest_eight_gpu_model(nodes: &[trace::TraceNode]) -> Option<String> {

@@ -171,6 +171,14 @@ pub struct SchedulingProfile {
     /// How the profile's NodeResourcesFit scores nodes (our extension of the key set; the
     /// built-in simulator needs it to predict placements).
     pub scoring_strategy: ScoringStrategy,
+    /// The resources that score weighs, with their weights: kube-scheduler's
+    /// `scoringStrategy.resources`, cpu and memory (1 each) unless set.
+    pub scoring_resources: Vec<(String, i64)>,
+}
+
+/// kube-scheduler's default `scoringStrategy.resources`.
+pub fn default_scoring_resources() -> Vec<(String, i64)> {
+    vec![("cpu".into(), 1), ("memory".into(), 1)]
 }
 
 /// NodeResourcesFit's scoring: spread (kube-scheduler's default) or bin-pack.
@@ -414,6 +422,14 @@ struct RawProfile {
     configuration_id: Option<String>,
     gang_scheduling: Option<bool>,
     scoring_strategy: Option<String>,
+    scoring_resources: Option<Vec<RawScoringResource>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScoringResource {
+    name: String,
+    weight: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -952,6 +968,40 @@ pub fn format_clock(minute: u32) -> String {
     format!("{:02}:{:02}", minute / 60, minute % 60)
 }
 
+/// A profile's `scoringResources`, checked as kube-scheduler checks its own: named, each once,
+/// weights 1 to 100 (1 when unset).
+fn scoring_resources(
+    key: &str,
+    list: Vec<RawScoringResource>,
+) -> Result<Vec<(String, i64)>, ConfigError> {
+    if list.is_empty() {
+        return Err(invalid(format!(
+            "{key}.scoringResources must name at least one resource (leave it out for cpu and memory)"
+        )));
+    }
+    let mut out: Vec<(String, i64)> = Vec::new();
+    for (i, r) in list.into_iter().enumerate() {
+        let at = format!("{key}.scoringResources[{i}]");
+        if r.name.trim().is_empty() {
+            return Err(invalid(format!(
+                "{at}.name must name a resource, got {:?}",
+                r.name
+            )));
+        }
+        if out.iter().any(|(n, _)| *n == r.name) {
+            return Err(invalid(format!("{at}.name {:?} is listed twice", r.name)));
+        }
+        let weight = r.weight.unwrap_or(1);
+        if !(1..=100).contains(&weight) {
+            return Err(invalid(format!(
+                "{at}.weight must be 1 to 100, got {weight}"
+            )));
+        }
+        out.push((r.name, weight));
+    }
+    Ok(out)
+}
+
 fn resolve_profiles(
     raw: RawScheduling,
 ) -> Result<BTreeMap<String, SchedulingProfile>, ConfigError> {
@@ -985,6 +1035,10 @@ fn resolve_profiles(
                         "{key}.scoringStrategy must be LeastAllocated or MostAllocated, got {other:?}"
                     )));
                 }
+            },
+            scoring_resources: match p.scoring_resources {
+                None => default_scoring_resources(),
+                Some(list) => scoring_resources(&key, list)?,
             },
         };
         out.insert(name, profile);

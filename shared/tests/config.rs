@@ -155,6 +155,12 @@ maintenanceWindows:
 scheduling:
   profiles:
     ome-scheduler: {backend: kube-scheduler, schedulerVersion: v1.35.0, configurationID: ome-v1, gangScheduling: true}
+    binpack:
+      backend: kube-scheduler
+      schedulerVersion: v1.34.4
+      configurationID: gpu-binpack
+      scoringStrategy: MostAllocated
+      scoringResources: [{name: nvidia.com/gpu, weight: 5}, {name: cpu}]
 migration: {apiVersion: v1, acknowledgementTimeout: 90s}
 "#,
     )
@@ -188,6 +194,15 @@ migration: {apiVersion: v1, acknowledgementTimeout: 90s}
         (60, 300)
     );
     assert!(c.scheduling_profiles["ome-scheduler"].gang_scheduling);
+    // kube-scheduler's default resources unless listed; a weight defaults to 1.
+    assert_eq!(
+        c.scheduling_profiles["ome-scheduler"].scoring_resources,
+        vec![("cpu".to_string(), 1), ("memory".to_string(), 1)]
+    );
+    assert_eq!(
+        c.scheduling_profiles["binpack"].scoring_resources,
+        vec![("nvidia.com/gpu".to_string(), 5), ("cpu".to_string(), 1)]
+    );
     assert_eq!(
         c.migration.acknowledgement_timeout,
         SignedDuration::from_secs(90)
@@ -438,6 +453,18 @@ fn every_validation_rule() {
         (
             "schemaVersion: 1\nscheduling: {profiles: {ome: {backend: b, schedulerVersion: v, configurationID: \"  \"}}}\n",
             "scheduling.profiles[\"ome\"].configurationID is required",
+        ),
+        (
+            "schemaVersion: 1\nscheduling: {profiles: {ome: {backend: b, schedulerVersion: v, configurationID: c, scoringResources: []}}}\n",
+            "scheduling.profiles[\"ome\"].scoringResources must name at least one resource (leave it out for cpu and memory)",
+        ),
+        (
+            "schemaVersion: 1\nscheduling: {profiles: {ome: {backend: b, schedulerVersion: v, configurationID: c, scoringResources: [{name: cpu}, {name: cpu, weight: 2}]}}}\n",
+            "scheduling.profiles[\"ome\"].scoringResources[1].name \"cpu\" is listed twice",
+        ),
+        (
+            "schemaVersion: 1\nscheduling: {profiles: {ome: {backend: b, schedulerVersion: v, configurationID: c, scoringResources: [{name: cpu, weight: 0}]}}}\n",
+            "scheduling.profiles[\"ome\"].scoringResources[0].weight must be 1 to 100, got 0",
         ),
         (
             "schemaVersion: 1\nmigration: {apiVersion: v2}\n",

@@ -277,12 +277,13 @@ fn placeable_counts_largest_first_best_fit() {
         .pending("team", "p3", 3, 5, "p");
     w.with_ctx(V1, |ctx| {
         let free: Vec<i64> = ctx.cluster.nodes.iter().map(|n| n.gpu_free).collect();
-        let p = consolidate::placeable(ctx, &free);
+        let movable = alfred::decision::movable(ctx);
+        let p = consolidate::placeable(ctx, &movable, &free);
         // a has 4 free, b 2: the 4 takes a, the 3 fits nowhere, the 2 takes b.
         assert_eq!((p.pending_gpus, p.pending_pods), (6, 2));
         assert_eq!(p.unplaced, vec![3]);
         assert_eq!(p.whole_free_nodes, 0);
-        let p = consolidate::placeable(ctx, &[8, 8]);
+        let p = consolidate::placeable(ctx, &movable, &[8, 8]);
         assert_eq!((p.pending_gpus, p.whole_free_nodes), (9, 2));
     });
 }
@@ -322,4 +323,65 @@ fn following_the_plan_values_its_next_step_at_the_whole_plan() {
     );
     // The plan's later steps keep their single-move rows.
     assert_eq!(followed["team/x2"].row, reference["team/x2"].row);
+}
+
+/// A pod of no Instance bound to a node, asking for CPU only (a system daemon, a batch job).
+fn cpu_pod(mut w: World, node: &str, cpu: &str, labels: serde_json::Value) -> World {
+    w.items.push(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("daemon-{node}"), "namespace": "team", "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"phase": "Running"}}));
+    w
+}
+
+#[test]
+fn a_move_lands_only_where_the_scheduler_would_place_its_pods() {
+    // a: one 1-GPU Instance; b: 2 GPUs free (best fit); c: 3 free. An 8-GPU pod waits for a.
+    let base = || {
+        World::new()
+            .node("a", 8)
+            .node("b", 8)
+            .node("c", 8)
+            .omenative("team", "small", &[("a", 1)])
+            .omenative("team", "mid", &[("b", 6)])
+            .omenative("team", "other", &[("c", 5)])
+            .pending("team", "big-0", 8, 20, "big")
+    };
+    let target = |w: &World| {
+        let plan = plan_of(w, None);
+        assert_eq!(plan.after().pending_gpus, 8, "{:?}", plan.steps);
+        plan.steps
+            .iter()
+            .map(|s| s.to.join(","))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        target(&base()),
+        vec!["b"],
+        "best fit when every filter passes"
+    );
+    let tainted = base().edit(
+        "Node",
+        "b",
+        |n| {
+            n["spec"]["taints"] =
+                serde_json::json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}])
+        },
+    );
+    assert_eq!(target(&tainted), vec!["c"], "an untolerated taint");
+    // b's 95 CPUs: 66 for mid, 25 for a daemon; small's 11 do not fit.
+    let busy = cpu_pod(base(), "b", "25", serde_json::json!({}));
+    assert_eq!(target(&busy), vec!["c"], "too little CPU");
+    let repelled = cpu_pod(base(), "b", "1", serde_json::json!({"app": "small"}))
+        .edit("Pod", "small-engine-0-default-0", |p| {
+            p["spec"]["affinity"] = serde_json::json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "small"}}, "topologyKey": "kubernetes.io/hostname"}]}})
+        });
+    assert_eq!(target(&repelled), vec!["c"], "required anti-affinity");
+    // With no node the filters allow, nothing moves.
+    let nowhere = busy.edit("Node", "c", |n| {
+        n["spec"]["unschedulable"] = serde_json::json!(true)
+    });
+    let plan = plan_of(&nowhere, None);
+    assert!(plan.steps.is_empty(), "{:?}", plan.steps);
 }

@@ -754,7 +754,7 @@ fn a_full_journal_refuses_the_new_entry() {
 /// Execute mode with a bin-packing scheduler, following the plan or not.
 fn consolidating(follow: bool) -> Config {
     Config::parse(&format!(
-        "{EXEC}scheduling: {{profiles: {{default-scheduler: {{backend: kube-scheduler, schedulerVersion: v1.34, configurationID: binpack, scoringStrategy: MostAllocated}}}}}}\npolicies: {{defragmentation: {{followPlan: {follow}}}}}\n"
+        "{EXEC}scheduling: {{profiles: {{default-scheduler: {{backend: kube-scheduler, schedulerVersion: v1.34, configurationID: binpack, scoringStrategy: MostAllocated, scoringResources: [{{name: cpu}}, {{name: memory}}, {{name: nvidia.com/gpu, weight: 3}}]}}}}}}\npolicies: {{defragmentation: {{followPlan: {follow}}}}}\n"
     ))
     .unwrap()
 }

@@ -612,7 +612,8 @@ fn running_labelled(name: &str, on: &str, labels: Value, spec: Value) -> Value {
     p
 }
 
-/// n1, n2 in zone A; n3, n4 in zone B; foo pods on n1, n2 and n3.
+/// n1, n2 in zone A; n3, n4 in zone B; foo pods on n1, n2 and n3, and a pod of another app
+/// on n4, so every node scores the same on resources.
 fn zones() -> Vec<Value> {
     let mut items: Vec<Value> = ["n1", "n2", "n3", "n4"]
         .iter()
@@ -629,6 +630,12 @@ fn zones() -> Vec<Value> {
             json!({}),
         ));
     }
+    items.push(running_labelled(
+        "other",
+        "n4",
+        json!({"app": "other"}),
+        json!({}),
+    ));
     items
 }
 

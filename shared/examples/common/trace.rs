@@ -139,8 +139,15 @@ pub struct Replay {
 const MODEL: &str = "trace-model";
 const TIME: &str = "2026-09-28T10:00:00Z";
 
-/// Replays tasks onto the nodes until they ask for `load` x the cluster's GPUs.
-pub fn replay(nodes: &[TraceNode], tasks: &[Task], load: f64, seed: u64) -> Replay {
+/// Replays tasks onto the nodes until they ask for `load` x the cluster's GPUs. With
+/// `cpu_memory` off, pods request their GPUs alone (nodes keep their CPU and memory).
+pub fn replay(
+    nodes: &[TraceNode],
+    tasks: &[Task],
+    load: f64,
+    seed: u64,
+    cpu_memory: bool,
+) -> Replay {
     let mut rng = Rng::new(seed);
     let total: i64 = nodes.iter().map(|n| n.gpus).sum();
     let mut free_gpu: Vec<i64> = nodes.iter().map(|n| n.gpus).collect();
@@ -181,8 +188,7 @@ pub fn replay(nodes: &[TraceNode], tasks: &[Task], load: f64, seed: u64) -> Repl
         for i in 0..nodes.len() {
             if !allowed(i)
                 || free_gpu[i] < holds
-                || free_cpu[i] < task.cpu_milli
-                || free_mem[i] < task.memory_mib
+                || (cpu_memory && (free_cpu[i] < task.cpu_milli || free_mem[i] < task.memory_mib))
             {
                 continue;
             }
@@ -203,7 +209,12 @@ pub fn replay(nodes: &[TraceNode], tasks: &[Task], load: f64, seed: u64) -> Repl
         } else {
             pending_tasks += 1;
         }
-        items.extend(objects(k, task, node.map(|i| nodes[i].name.as_str())));
+        items.extend(objects(
+            k,
+            task,
+            node.map(|i| nodes[i].name.as_str()),
+            cpu_memory,
+        ));
         k += 1;
     }
     let json = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
@@ -219,7 +230,7 @@ pub fn replay(nodes: &[TraceNode], tasks: &[Task], load: f64, seed: u64) -> Repl
 
 /// A task's objects: an OMENative InferenceService with its InferenceReplica and pod for a
 /// whole-GPU task, a plain pod for a sharing one.
-fn objects(k: usize, task: &Task, node: Option<&str>) -> Vec<Value> {
+fn objects(k: usize, task: &Task, node: Option<&str>, cpu_memory: bool) -> Vec<Value> {
     let name = format!("task-{k:05}");
     let holds = task.holds();
     let mut pod = json!({
@@ -231,6 +242,10 @@ fn objects(k: usize, task: &Task, node: Option<&str>) -> Vec<Value> {
                                        "nvidia.com/gpu": holds.to_string()},
                           "limits": {"nvidia.com/gpu": holds.to_string()}}}]},
     });
+    if !cpu_memory {
+        let requests = &mut pod["spec"]["containers"][0]["resources"]["requests"];
+        *requests = json!({"nvidia.com/gpu": holds.to_string()});
+    }
     if !task.gpu_spec.is_empty() {
         pod["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In",

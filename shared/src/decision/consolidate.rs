@@ -23,7 +23,8 @@ use serde::Serialize;
 use super::surge;
 use crate::api::component::ComponentKind;
 use crate::model::context::Context;
-use crate::simulate::filters::node_affinity_matches;
+use crate::simulate::Surges;
+use crate::simulate::filters::fixed_on;
 
 /// Pending GPU demand and where it is placeable.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -120,6 +121,8 @@ type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
 
 /// A pending pod as the planner sees it.
 struct Need {
+    /// Its index in the cluster's pods.
+    pod: usize,
     gpus: i64,
     /// Index into `Planner::classes`.
     class: usize,
@@ -157,6 +160,18 @@ const CHAIN_SCAN: usize = 64;
 
 struct Planner<'a, 's> {
     ctx: &'a Context<'s>,
+    /// The cluster as the plan's moves leave it, for the scheduler's filters: every move's
+    /// new pods must pass them where the plan puts them.
+    surges: Surges<'a, 's>,
+    /// Per pod with a place in the plan: its shape, the index of what the filters that do not
+    /// depend on other pods read of it.
+    shape_of: FxMap<usize, usize>,
+    /// Per shape and node: 0 not worked out yet, 1 allowed, 2 refused (they do not change).
+    allowed: std::cell::RefCell<Vec<Vec<u8>>>,
+    /// (pod, node) placements found to fail a filter that depends on other pods.
+    refused: std::collections::HashSet<(usize, usize)>,
+    /// Pending pods are seated by GPU room alone (`placeable`).
+    gpus_only: bool,
     /// Per node: free GPUs, and GPUs reserved for pending pods placed there.
     free: Vec<i64>,
     reserved: Vec<i64>,
@@ -204,8 +219,12 @@ pub fn plan(ctx: &Context<'_>, movable: &[bool], max_moves: Option<usize>) -> Co
     let mut steps = Vec::new();
     let budget = max_moves.unwrap_or(usize::MAX);
     while let Some(trial) = p.best_action(budget - steps.len()) {
-        steps.extend(p.apply(trial));
-        curve.push(p.point(steps.len()));
+        // A trial whose moves the filters refuse in order is dropped; what was refused is not
+        // tried again.
+        if let Some(made) = p.apply(trial) {
+            steps.extend(made);
+            curve.push(p.point(steps.len()));
+        }
     }
     ConsolidationPlan {
         pending_gpus_total: total,
@@ -215,10 +234,13 @@ pub fn plan(ctx: &Context<'_>, movable: &[bool], max_moves: Option<usize>) -> Co
 }
 
 /// Pending demand placeable on nodes with these free GPUs (largest first, best fit), and the
-/// whole free nodes: for comparing now, after a plan and after an ideal repack.
-pub fn placeable(ctx: &Context<'_>, free: &[i64]) -> Placeable {
-    let mut p = Planner::new(ctx, &vec![false; ctx.cluster.instances.len()]);
+/// whole free nodes: for comparing now, after a plan and after an ideal repack. The free GPUs
+/// given need not be the cluster's, so neither are its CPU and memory: a pending pod counts on
+/// a node where it would fit with every Instance `movable` marks gone.
+pub fn placeable(ctx: &Context<'_>, movable: &[bool], free: &[i64]) -> Placeable {
+    let mut p = Planner::new(ctx, movable);
     p.free = free.to_vec();
+    p.gpus_only = true;
     p.place_unplaced(None);
     let point = p.point(0);
     Placeable {
@@ -245,42 +267,6 @@ impl<'a, 's> Planner<'a, 's> {
             .nodes
             .iter()
             .map(|n| n.gpu_total > 0 && n.is_bin(avoid))
-            .collect();
-        // Pending pods grouped by their node constraints.
-        let mut class_of: HashMap<String, usize> = HashMap::new();
-        let mut classes: Vec<Vec<bool>> = Vec::new();
-        let mut needs: Vec<Need> = Vec::new();
-        for pending in &cluster.pending {
-            let spec = &cluster.pods[pending.pod].pod.spec;
-            let key =
-                serde_json::to_string(&(&spec.node_selector, &spec.affinity)).unwrap_or_default();
-            let class = *class_of.entry(key).or_insert_with(|| {
-                classes.push(
-                    cluster
-                        .nodes
-                        .iter()
-                        .zip(&host)
-                        .map(|(n, &h)| h && node_affinity_matches(spec, n))
-                        .collect(),
-                );
-                classes.len() - 1
-            });
-            needs.push(Need {
-                gpus: pending.gpus,
-                class,
-            });
-        }
-        needs.sort_by_key(|n| std::cmp::Reverse(n.gpus));
-        let mut signature_of: HashMap<Vec<usize>, usize> = HashMap::new();
-        let mut signatures = Vec::new();
-        let signature = (0..cluster.nodes.len())
-            .map(|n| {
-                let allowed: Vec<usize> = (0..classes.len()).filter(|&c| classes[c][n]).collect();
-                *signature_of.entry(allowed.clone()).or_insert_with(|| {
-                    signatures.push(allowed);
-                    signatures.len() - 1
-                })
-            })
             .collect();
         let mut movables = Vec::new();
         let mut on_node = vec![Vec::new(); cluster.nodes.len()];
@@ -319,6 +305,65 @@ impl<'a, 's> Planner<'a, 's> {
         for (n, list) in on_node.iter_mut().enumerate() {
             list.sort_by_key(|&m| (std::cmp::Reverse(movables[m].gpus_on(n)), m));
         }
+        let surges = Surges::new(ctx);
+        // Pending pods grouped by their node constraints and requests.
+        let mut class_of: HashMap<String, usize> = HashMap::new();
+        let mut classes: Vec<Vec<bool>> = Vec::new();
+        let mut needs: Vec<Need> = Vec::new();
+        // What every movable pod frees on its node when it leaves: the most room a node can
+        // be given, so a pending pod that would not fit even then is not planned for there.
+        let mut departures: Vec<Vec<(usize, usize, bool)>> = vec![Vec::new(); cluster.nodes.len()];
+        for p in movables.iter().flat_map(|m| &m.pods) {
+            departures[p.node].push((p.node, p.pod, false));
+        }
+        for pending in &cluster.pending {
+            let pod = &cluster.pods[pending.pod];
+            let spec = &pod.pod.spec;
+            let key = format!(
+                "{}{:?}",
+                shape_key(ctx, pending.pod),
+                crate::simulate::pod_requests(spec)
+            );
+            let class = *class_of.entry(key).or_insert_with(|| {
+                classes.push(
+                    (0..cluster.nodes.len())
+                        .map(|n| {
+                            host[n]
+                                && fixed_on(ctx, pod.namespace, spec, n).passes()
+                                && surges.has_room(pending.pod, n, &[&departures[n]])
+                        })
+                        .collect(),
+                );
+                classes.len() - 1
+            });
+            needs.push(Need {
+                pod: pending.pod,
+                gpus: pending.gpus,
+                class,
+            });
+        }
+        needs.sort_by_key(|n| std::cmp::Reverse(n.gpus));
+        let mut signature_of: HashMap<Vec<usize>, usize> = HashMap::new();
+        let mut signatures = Vec::new();
+        let signature = (0..cluster.nodes.len())
+            .map(|n| {
+                let allowed: Vec<usize> = (0..classes.len()).filter(|&c| classes[c][n]).collect();
+                *signature_of.entry(allowed.clone()).or_insert_with(|| {
+                    signatures.push(allowed);
+                    signatures.len() - 1
+                })
+            })
+            .collect();
+        let mut shape_index: HashMap<String, usize> = HashMap::new();
+        let mut shape_of = FxMap::default();
+        for p in movables.iter().flat_map(|m| &m.pods) {
+            let next = shape_index.len();
+            shape_of.insert(
+                p.pod,
+                *shape_index.entry(shape_key(ctx, p.pod)).or_insert(next),
+            );
+        }
+        let allowed = vec![vec![0u8; cluster.nodes.len()]; shape_index.len()];
         let mut fixed: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_used).collect();
         for movable in &movables {
             for p in &movable.pods {
@@ -327,6 +372,11 @@ impl<'a, 's> Planner<'a, 's> {
         }
         let mut planner = Planner {
             ctx,
+            surges,
+            shape_of,
+            allowed: std::cell::RefCell::new(allowed),
+            refused: Default::default(),
+            gpus_only: false,
             fixed,
             free: cluster.nodes.iter().map(|n| n.gpu_free).collect(),
             reserved: vec![0; cluster.nodes.len()],
@@ -412,15 +462,20 @@ impl<'a, 's> Planner<'a, 's> {
             if self.placed[k] {
                 continue;
             }
-            let (gpus, class) = (self.needs[k].gpus, self.needs[k].class);
+            let (pod, gpus, class) = (self.needs[k].pod, self.needs[k].gpus, self.needs[k].class);
             let allowed = &self.classes[class];
             let best = nodes
                 .iter()
                 .copied()
-                .filter(|&n| allowed[n] && self.spare(n) >= gpus)
+                .filter(|&n| {
+                    allowed[n]
+                        && self.spare(n) >= gpus
+                        && (self.gpus_only || self.surges.has_room(pod, n, &[]))
+                })
                 .min_by_key(|&n| (self.spare(n), n));
             if let Some(n) = best {
                 self.change(n, 0, gpus, 0);
+                self.surges.reserve(pod, n);
                 self.placed[k] = true;
             }
         }
@@ -564,13 +619,16 @@ impl<'a, 's> Planner<'a, 's> {
             let trial = self.trial(c.node, &order[..c.prefix]);
             // A tried candidate comes back at the ratio its moves gave: the room its pods
             // need rarely grows, so trying it again each round at its first bound is wasted.
-            let ratio = trial
-                .as_ref()
-                .map_or(c.ratio, |t| gained as f64 / t.moves.len() as f64);
-            tried.push(Bound { ratio, gained, ..c });
-            let Some(trial) = trial.filter(|t| t.moves.len() <= budget) else {
+            // One that finds no room for its pods is dropped until its node changes (which
+            // works its candidates out again).
+            let Some(trial) = trial else {
                 continue;
             };
+            let ratio = gained as f64 / trial.moves.len() as f64;
+            tried.push(Bound { ratio, gained, ..c });
+            if trial.moves.len() > budget {
+                continue;
+            }
             let better = best.as_ref().is_none_or(|b| {
                 (ratio, gained, std::cmp::Reverse(trial.moves.len()))
                     > (b.0, b.1, std::cmp::Reverse(b.2.moves.len()))
@@ -645,46 +703,84 @@ impl<'a, 's> Planner<'a, 's> {
                 .flat_map(|&m| self.movables[m].pods.iter().map(|p| p.node))
                 .collect(),
             moves: Vec::new(),
+            staged: Vec::new(),
         };
         for &m in chosen {
             let mut targets = Vec::new();
-            for &MovablePod { gpus, .. } in &self.movables[m].pods {
-                let to = match self.direct(&trial, &[], m, gpus, None) {
+            for &MovablePod { pod, gpus, .. } in &self.movables[m].pods {
+                let to = match self.direct(&trial, &[], m, pod, None) {
                     Some(to) => to,
-                    None => self.chained(&mut trial, m, gpus)?,
+                    None => self.chained(&mut trial, m, pod)?,
                 };
                 *trial.delta.entry(to).or_default() -= gpus;
+                trial.staged.push((to, pod, true));
                 targets.push(to);
+            }
+            // The old pods leave once the new ones run.
+            for p in &self.movables[m].pods {
+                trial.staged.push((p.node, p.pod, false));
             }
             trial.moves.push((m, targets));
         }
         Some(trial)
     }
 
+    /// Would the scheduler's filters let `pod` start on node `n`, with the `staged` moves
+    /// being worked out on top of the plan so far? Those that depend on other pods' places
+    /// (spread, pod affinity) are checked when the action is made (`apply`).
+    fn admits(&self, pod: usize, n: usize, staged: &[&[Staged]]) -> bool {
+        self.allows(pod, n)
+            && !self.refused.contains(&(pod, n))
+            && self.surges.has_room(pod, n, staged)
+    }
+
+    /// The filters that do not depend on other pods, worked out once per shape and node.
+    fn allows(&self, pod: usize, n: usize) -> bool {
+        let shape = self.shape_of[&pod];
+        let known = self.allowed.borrow()[shape][n];
+        if known != 0 {
+            return known == 1;
+        }
+        let allows = self.surges.allows(pod, n);
+        self.allowed.borrow_mut()[shape][n] = if allows { 1 } else { 2 };
+        allows
+    }
+
     fn spare_in(&self, trial: &Trial, n: usize) -> i64 {
         self.spare(n) + trial.delta.get(&n).copied().unwrap_or(0)
     }
 
-    /// The target with the least room that fits `gpus` of movable `m` (best fit), away from
-    /// the nodes the action leaves and from `avoid`, with `extra` room changes on top of the
-    /// trial's (moves being worked out).
+    /// The target with the least room that fits `pod` of movable `m` (best fit) and that the
+    /// scheduler's filters allow, away from the nodes the action leaves and from `avoid`, with
+    /// `extra` moves on top of the trial's (moves being worked out).
     fn direct(
         &self,
         trial: &Trial,
-        extra: &[(usize, i64)],
+        extra: &[Staged],
         m: usize,
-        gpus: i64,
+        pod: usize,
         avoid: Option<usize>,
     ) -> Option<usize> {
         let movable = &self.movables[m];
+        let gpus = self.ctx.cluster.pods[pod].gpus;
         let component = self.ctx.cluster.instances[movable.instance].component;
-        let changed_by = |n: usize| extra.iter().filter(|e| e.0 == n).map(|e| e.1).sum::<i64>();
+        let changed_by = |n: usize| {
+            extra
+                .iter()
+                .filter(|e| e.0 == n)
+                .map(|&(_, p, arriving)| {
+                    let g = self.ctx.cluster.pods[p].gpus;
+                    if arriving { -g } else { g }
+                })
+                .sum::<i64>()
+        };
         let room = |n: usize| self.spare_in(trial, n) + changed_by(n);
         let usable = |n: usize| {
             !trial.leaving.contains(&n)
                 && Some(n) != avoid
                 && room(n) >= gpus
                 && self.ctx.model_allows(component, n)
+                && self.admits(pod, n, &[&trial.staged, extra])
         };
         // Nodes this action already changed are not where the index says.
         let changed = trial
@@ -718,7 +814,8 @@ impl<'a, 's> Planner<'a, 's> {
     /// Room for `gpus` of movable `m` made on another node of its pool by moving some of that
     /// node's smaller Instances (largest first) onto room that exists: the node needing the
     /// fewest such moves. The moves are added to the trial before the one they make room for.
-    fn chained(&self, trial: &mut Trial, m: usize, gpus: i64) -> Option<usize> {
+    fn chained(&self, trial: &mut Trial, m: usize, pod: usize) -> Option<usize> {
+        let gpus = self.ctx.cluster.pods[pod].gpus;
         let movable = &self.movables[m];
         let component = self.ctx.cluster.instances[movable.instance].component;
         // ((rank, moves), node, the (movable, target) moves that make the room): room made on
@@ -749,6 +846,7 @@ impl<'a, 's> Planner<'a, 's> {
             if best.as_ref().is_some_and(|b| b.0 <= (rank, 1))
                 || trial.leaving.contains(&n)
                 || !self.ctx.model_allows(component, n)
+                || !self.allows(pod, n)
             {
                 continue;
             }
@@ -776,36 +874,73 @@ impl<'a, 's> Planner<'a, 's> {
             }
             // Move the largest smaller ones out until the room fits.
             let mut plan: Chain = Vec::new();
-            let mut extra: Vec<(usize, i64)> = Vec::new();
+            let mut extra: Vec<Staged> = Vec::new();
             for &x in &smaller {
                 if room >= gpus || best.as_ref().is_some_and(|b| b.0 <= (rank, plan.len() + 1)) {
                     break;
                 }
-                let g = self.movables[x].gpus_on(n);
-                let Some(to) = self.direct(trial, &extra, x, g, Some(n)) else {
+                let MovablePod {
+                    pod: moved,
+                    gpus: g,
+                    ..
+                } = self.movables[x].pods[0];
+                let Some(to) = self.direct(trial, &extra, x, moved, Some(n)) else {
                     continue;
                 };
-                extra.push((to, -g));
+                extra.push((to, moved, true));
+                extra.push((n, moved, false));
                 plan.push((x, to));
                 room += g;
             }
-            if room >= gpus && best.as_ref().is_none_or(|b| (rank, plan.len()) < b.0) {
+            if room >= gpus
+                && best.as_ref().is_none_or(|b| (rank, plan.len()) < b.0)
+                && self.admits(pod, n, &[&trial.staged, &extra])
+            {
                 best = Some(((rank, plan.len()), n, plan));
             }
         }
         let (_, n, plan) = best?;
         for (x, to) in plan {
-            let g = self.movables[x].gpus_on(n);
+            let MovablePod {
+                pod: moved,
+                gpus: g,
+                ..
+            } = self.movables[x].pods[0];
             *trial.delta.entry(to).or_default() -= g;
             *trial.delta.entry(n).or_default() += g;
+            trial.staged.push((to, moved, true));
+            trial.staged.push((n, moved, false));
             trial.taken.push(x);
             trial.moves.push((x, vec![to]));
         }
         Some(n)
     }
 
-    /// Carries out a trial: its moves in order, then the pending pods the freed room seats.
-    fn apply(&mut self, trial: Trial) -> Vec<PlanStep> {
+    /// A move's (pod, target) pairs.
+    fn placements(&self, m: usize, to: &[usize]) -> Vec<(usize, usize)> {
+        self.movables[m]
+            .pods
+            .iter()
+            .map(|p| p.pod)
+            .zip(to.iter().copied())
+            .collect()
+    }
+
+    /// Carries out a trial: its moves in order, each checked with every filter on the cluster
+    /// as the earlier ones leave it, then the pending pods the freed room seats. None, with
+    /// nothing changed, when a filter refuses a move (the refused placement is remembered).
+    fn apply(&mut self, trial: Trial) -> Option<Vec<PlanStep>> {
+        for (k, (m, to)) in trial.moves.iter().enumerate() {
+            if let Err((pod, _)) = self.surges.try_move(&self.placements(*m, to)) {
+                for (m, to) in trial.moves[..k].iter().rev() {
+                    let from: Vec<usize> = self.movables[*m].pods.iter().map(|p| p.node).collect();
+                    self.surges.undo(&self.placements(*m, to), &from);
+                }
+                let target = self.placements(*m, to).into_iter().find(|p| p.0 == pod);
+                self.refused.insert(target.unwrap_or((pod, 0)));
+                return None;
+            }
+        }
         let cluster = &self.ctx.cluster;
         let mut steps = Vec::new();
         let mut freed: BTreeSet<usize> = BTreeSet::new();
@@ -845,8 +980,26 @@ impl<'a, 's> Planner<'a, 's> {
         }
         let freed: Vec<usize> = freed.into_iter().filter(|&n| self.host[n]).collect();
         self.place_unplaced(Some(&freed));
-        steps
+        Some(steps)
     }
+}
+
+/// A pod of a move being worked out: (node, pod, arriving there or leaving it).
+type Staged = (usize, usize, bool);
+
+/// What the filters that do not depend on other pods read of a pod: pods with the same key
+/// pass them on the same nodes.
+fn shape_key(ctx: &Context<'_>, pod: usize) -> String {
+    let p = &ctx.cluster.pods[pod];
+    let spec = &p.pod.spec;
+    serde_json::to_string(&(
+        p.namespace,
+        &spec.node_selector,
+        &spec.affinity,
+        &spec.tolerations,
+        &spec.volumes,
+    ))
+    .unwrap_or_default()
 }
 
 /// Moves (movable, target) that make room on a node for a larger pod.
@@ -865,6 +1018,8 @@ struct Trial {
     leaving: Vec<usize>,
     /// (movable, the target of each of its pods, largest pod first), in the order to make them.
     moves: Vec<(usize, Vec<usize>)>,
+    /// The pods these moves start and stop, for the filters' resource check.
+    staged: Vec<Staged>,
 }
 
 /// A candidate action's bound in the search: GPUs seated per move at best.

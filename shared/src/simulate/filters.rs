@@ -1,12 +1,11 @@
 //! kube-scheduler's filter plugins, in its order, each with the message it reports for a node it
-//! rejects; and the scores that pick among the nodes that pass.
+//! rejects.
 
 use k8s_openapi::api::core::v1::{NodeSelector, Taint, Toleration};
 
 use super::NewPod;
-use super::resources::Ledger;
+use super::resources::{Ledger, Request};
 use crate::api::core::PodSpec;
-use crate::config::ScoringStrategy;
 use crate::kubernetes::selector;
 use crate::model::Context;
 use crate::model::cluster::NodeView;
@@ -110,19 +109,35 @@ pub fn node_affinity_matches(spec: &PodSpec, node: &NodeView<'_>) -> bool {
 }
 
 /// NodeResourcesFit alone, cheaply: room for one more pod and for every request.
-pub fn fits(ledger: &Ledger, request: &[(usize, i64)], n: usize) -> bool {
+pub fn fits(ledger: &Ledger, request: &Request, n: usize) -> bool {
+    fits_with(ledger, request, n, &Request::default(), 0)
+}
+
+/// NodeResourcesFit with `extra` requested and `extra_pods` more pods on the node than the
+/// ledger holds (negative: pods leaving).
+pub fn fits_with(
+    ledger: &Ledger,
+    request: &Request,
+    n: usize,
+    extra: &Request,
+    extra_pods: i64,
+) -> bool {
     let (bound, limit) = ledger.pods_on(n);
-    bound < limit
-        && request.iter().all(|&(c, amount)| {
+    bound + extra_pods < limit
+        && request.amounts.iter().all(|&(c, amount)| {
             let (allocatable, requested) = ledger.usage(n, c);
-            allocatable - requested >= amount
+            allocatable - requested - extra.of(c) >= amount
         })
 }
 
 /// The filters before NodeResourcesFit, which do not change as pods are placed.
-fn before_fit(ctx: &Context<'_>, pod: &NewPod, n: usize) -> Result<(), Rejection> {
+fn before_fit(
+    ctx: &Context<'_>,
+    spec: &PodSpec,
+    n: usize,
+    node_name: bool,
+) -> Result<(), Rejection> {
     let node = &ctx.cluster.nodes[n];
-    let spec = &pod.spec;
     let taints = &node.node.spec.taints;
     // NodeUnschedulable: a cordoned node, unless the pod tolerates its taint.
     if node.node.spec.unschedulable {
@@ -135,7 +150,7 @@ fn before_fit(ctx: &Context<'_>, pod: &NewPod, n: usize) -> Result<(), Rejection
             return Err(Rejection::Unschedulable);
         }
     }
-    if !spec.node_name.is_empty() && spec.node_name != node.name {
+    if node_name && !spec.node_name.is_empty() && spec.node_name != node.name {
         return Err(Rejection::NodeName);
     }
     // TaintToleration: NoSchedule and NoExecute taints must be tolerated.
@@ -149,10 +164,11 @@ fn before_fit(ctx: &Context<'_>, pod: &NewPod, n: usize) -> Result<(), Rejection
 }
 
 /// NodeResourcesFit, with the reasons kube-scheduler gives.
-fn resource_fit(ledger: &Ledger, request: &[(usize, i64)], n: usize) -> Result<(), Rejection> {
+fn resource_fit(ledger: &Ledger, request: &Request, n: usize) -> Result<(), Rejection> {
     if !fits(ledger, request, n) {
         let (bound, limit) = ledger.pods_on(n);
         let insufficient = request
+            .amounts
             .iter()
             .filter(|&&(c, amount)| {
                 let (allocatable, requested) = ledger.usage(n, c);
@@ -170,12 +186,15 @@ fn resource_fit(ledger: &Ledger, request: &[(usize, i64)], n: usize) -> Result<(
 
 /// The node affinity of each bound volume the pod claims (VolumeBinding's input; the same on
 /// every node).
-fn volume_affinities<'s>(ctx: &Context<'s>, pod: &NewPod) -> Vec<&'s NodeSelector> {
-    pod.spec
-        .volumes
+fn volume_affinities<'s>(
+    ctx: &Context<'s>,
+    namespace: &str,
+    spec: &PodSpec,
+) -> Vec<&'s NodeSelector> {
+    spec.volumes
         .iter()
         .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .filter_map(|v| ctx.snapshot.claim(&pod.namespace, &v.claim_name))
+        .filter_map(|v| ctx.snapshot.claim(namespace, &v.claim_name))
         .filter_map(|c| {
             ctx.snapshot
                 .volume(c.spec.as_ref()?.volume_name.as_deref()?)
@@ -193,21 +212,43 @@ pub struct Fixed {
 
 /// The fixed filters of a pod on every node, by node index.
 pub fn fixed(ctx: &Context<'_>, pod: &NewPod) -> Vec<Fixed> {
-    let volumes = volume_affinities(ctx, pod);
-    ctx.cluster
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(n, node)| Fixed {
-            before: before_fit(ctx, pod, n),
-            // VolumeBinding: a bound claim's volume must be reachable from the node.
-            after: if volumes.iter().any(|a| !selector::matches(a, node.node)) {
-                Err(Rejection::VolumeNodeAffinity)
-            } else {
-                Ok(())
-            },
-        })
+    let volumes = volume_affinities(ctx, &pod.namespace, &pod.spec);
+    (0..ctx.cluster.nodes.len())
+        .map(|n| fixed_with(ctx, &pod.spec, &volumes, n, true))
         .collect()
+}
+
+/// The fixed filters of a pod on one node. A running pod's `nodeName` is not read: this is
+/// the pod it would be created as.
+pub fn fixed_on(ctx: &Context<'_>, namespace: &str, spec: &PodSpec, n: usize) -> Fixed {
+    fixed_with(
+        ctx,
+        spec,
+        &volume_affinities(ctx, namespace, spec),
+        n,
+        false,
+    )
+}
+
+fn fixed_with(
+    ctx: &Context<'_>,
+    spec: &PodSpec,
+    volumes: &[&NodeSelector],
+    n: usize,
+    node_name: bool,
+) -> Fixed {
+    Fixed {
+        before: before_fit(ctx, spec, n, node_name),
+        // VolumeBinding: a bound claim's volume must be reachable from the node.
+        after: if volumes
+            .iter()
+            .any(|a| !selector::matches(a, ctx.cluster.nodes[n].node))
+        {
+            Err(Rejection::VolumeNodeAffinity)
+        } else {
+            Ok(())
+        },
+    }
 }
 
 impl Fixed {
@@ -222,84 +263,11 @@ pub fn check(
     fixed: &Fixed,
     topology: Option<&super::topology::Topology>,
     ledger: &Ledger,
-    request: &[(usize, i64)],
+    request: &Request,
     n: usize,
 ) -> Result<(), Rejection> {
     fixed.before.clone()?;
     resource_fit(ledger, request, n)?;
     fixed.after.clone()?;
     topology.map_or(Ok(()), |t| t.check(ctx, n))
-}
-
-/// How well a feasible node suits the pod: NodeResourcesFit (weight 1) over cpu, memory and the
-/// GPUs it asks for, preferred node affinity (weight 2, 0-100 by the terms' weights) and
-/// PreferNoSchedule taints it does not tolerate (weight 3, fewer is better).
-pub fn score(
-    ctx: &Context<'_>,
-    ledger: &Ledger,
-    spec: &PodSpec,
-    request: &[(usize, i64)],
-    n: usize,
-    strategy: ScoringStrategy,
-) -> i64 {
-    let node = &ctx.cluster.nodes[n];
-    let base = ["cpu", "memory"]
-        .into_iter()
-        .filter_map(|r| ledger.column_of(r));
-    let gpus = request
-        .iter()
-        .map(|&(c, _)| c)
-        .filter(|&c| crate::kubernetes::quantity::is_gpu_resource(ledger.name(c)));
-    let (mut fit, mut counted) = (0i64, 0i64);
-    for c in base.chain(gpus) {
-        let (allocatable, requested) = ledger.usage(n, c);
-        counted += 1;
-        if allocatable <= 0 {
-            continue;
-        }
-        let asked = request.iter().find(|r| r.0 == c).map_or(0, |r| r.1);
-        let used = (requested + asked).min(allocatable);
-        fit += match strategy {
-            ScoringStrategy::LeastAllocated => (allocatable - used) * 100 / allocatable,
-            ScoringStrategy::MostAllocated => used * 100 / allocatable,
-        };
-    }
-    let fit = if counted == 0 { 0 } else { fit / counted };
-    let preferred = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|a| {
-            a.preferred_during_scheduling_ignored_during_execution
-                .as_deref()
-        })
-        .unwrap_or_default();
-    let total_weight: i64 = preferred.iter().map(|p| i64::from(p.weight)).sum();
-    let matched: i64 = preferred
-        .iter()
-        .filter(|p| {
-            selector::matches(
-                &k8s_openapi::api::core::v1::NodeSelector {
-                    node_selector_terms: vec![p.preference.clone()],
-                },
-                node.node,
-            )
-        })
-        .map(|p| i64::from(p.weight))
-        .sum();
-    let affinity = if total_weight > 0 {
-        matched * 100 / total_weight
-    } else {
-        0
-    };
-    let untolerated = node
-        .node
-        .spec
-        .taints
-        .iter()
-        .filter(|t| {
-            t.effect == "PreferNoSchedule" && !spec.tolerations.iter().any(|tol| tolerates(tol, t))
-        })
-        .count() as i64;
-    fit + 2 * affinity + 3 * (100 - (untolerated * 10).min(100))
 }

@@ -6,6 +6,8 @@
 
 pub(crate) mod filters;
 mod resources;
+pub mod score;
+mod surges;
 mod topology;
 
 use std::collections::BTreeMap;
@@ -13,10 +15,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 pub use filters::{Rejection, tolerates};
-pub use resources::{Ledger, pod_requests};
+pub use resources::{Ledger, Request, pod_requests};
+pub use surges::Surges;
 
 use crate::api::core::{FlatMap, PodSpec};
-use crate::config::{Config, SchedulingProfile, ScoringStrategy};
+use crate::config::{Config, SchedulingProfile, ScoringStrategy, default_scoring_resources};
 use crate::model::Context;
 use crate::model::cluster::Cluster;
 
@@ -39,6 +42,8 @@ pub struct Profile {
     pub gang_scheduling: bool,
     #[serde(skip)]
     pub scoring: ScoringStrategy,
+    #[serde(skip)]
+    pub scoring_resources: Vec<(String, i64)>,
 }
 
 impl Profile {
@@ -51,6 +56,7 @@ impl Profile {
             configuration_id: "kube-scheduler-defaults".into(),
             gang_scheduling: false,
             scoring: ScoringStrategy::LeastAllocated,
+            scoring_resources: default_scoring_resources(),
         }
     }
 
@@ -62,6 +68,7 @@ impl Profile {
             configuration_id: p.configuration_id.clone(),
             gang_scheduling: p.gang_scheduling,
             scoring: p.scoring_strategy,
+            scoring_resources: p.scoring_resources.clone(),
         }
     }
 }
@@ -251,7 +258,7 @@ pub fn simulate(
     let mut ledger = ledger.clone();
     let mut placements = Vec::new();
     // Largest first, as a gang scheduler seats its biggest members before the rest.
-    let mut order: Vec<(usize, Vec<(usize, i64)>)> = pods
+    let mut order: Vec<(usize, Request)> = pods
         .iter()
         .enumerate()
         .map(|(k, p)| (k, ledger.requests_of(&p.spec)))
@@ -289,23 +296,25 @@ pub fn simulate(
             }
         };
         let fixed = &fixed[set].1;
-        let mut feasible: Vec<(usize, i64, topology::RawScores)> = Vec::new();
-        for (n, f) in fixed.iter().enumerate() {
-            if exclude.contains(&n)
-                || !f.passes()
-                || !filters::fits(&ledger, &request, n)
-                || topology.as_ref().is_some_and(|t| t.check(ctx, n).is_err())
-            {
-                continue;
-            }
-            let score = filters::score(ctx, &ledger, &pod.spec, &request, n, profile.scoring);
-            let raw = topology
-                .as_ref()
-                .map(|t| t.raw_scores(ctx, n))
-                .unwrap_or_default();
-            feasible.push((n, score, raw));
-        }
-        let best = pick(&feasible);
+        let feasible: Vec<usize> = (0..fixed.len())
+            .filter(|&n| {
+                !exclude.contains(&n)
+                    && fixed[n].passes()
+                    && filters::fits(&ledger, &request, n)
+                    && topology.as_ref().is_none_or(|t| t.check(ctx, n).is_ok())
+            })
+            .collect();
+        let scoring = score::Scoring {
+            spec: &pod.spec,
+            request: &request,
+            topology: topology.as_ref(),
+            profile: &profile,
+        };
+        let best = match feasible.as_slice() {
+            // One feasible node is taken without scoring, as kube-scheduler does.
+            [only] => Some(*only),
+            _ => score::best(&score::score(ctx, &ledger, &scoring, &feasible)),
+        };
         let Some(n) = best else {
             let check =
                 |n: usize| filters::check(ctx, &fixed[n], topology.as_ref(), &ledger, &request, n);
@@ -339,38 +348,6 @@ pub fn simulate(
     }
 }
 
-/// The highest-scoring feasible node: each node's own score plus InterPodAffinity and
-/// PodTopologySpread (weight 2 each), normalized over the feasible nodes as kube-scheduler
-/// does; the lowest node name breaks ties (nodes are by name).
-fn pick(feasible: &[(usize, i64, topology::RawScores)]) -> Option<usize> {
-    let bounds = |values: &mut dyn Iterator<Item = f64>| {
-        values.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
-    };
-    let (aff_min, aff_max) = bounds(&mut feasible.iter().map(|f| f.2.affinity));
-    let (spread_min, spread_max) = bounds(&mut feasible.iter().filter_map(|f| f.2.spread));
-    let total = |&(_, score, raw): &(usize, i64, topology::RawScores)| -> f64 {
-        let affinity = if aff_max > aff_min {
-            100.0 * (raw.affinity - aff_min) / (aff_max - aff_min)
-        } else {
-            0.0
-        };
-        let spread = match raw.spread {
-            Some(_) if spread_max <= 0.0 => 100.0,
-            Some(s) => 100.0 * (spread_max + spread_min - s) / spread_max,
-            None => 0.0,
-        };
-        score as f64 + 2.0 * affinity.floor() + 2.0 * spread.floor()
-    };
-    let mut best: Option<(f64, usize)> = None;
-    for f in feasible {
-        let t = total(f);
-        if best.is_none_or(|(b, _)| t > b) {
-            best = Some((t, f.0));
-        }
-    }
-    best.map(|(_, n)| n)
-}
-
 /// The nodes that pass every filter for one pod on the cluster as it is: the scheduler's
 /// feasible set.
 pub fn feasible_nodes(ctx: &Context<'_>, ledger: &Ledger, pod: &NewPod) -> Vec<usize> {
@@ -382,6 +359,28 @@ pub fn feasible_nodes(ctx: &Context<'_>, ledger: &Ledger, pod: &NewPod) -> Vec<u
     (0..ctx.cluster.nodes.len())
         .filter(|&n| filters::check(ctx, &fixed[n], Some(&topology), &ledger, &request, n).is_ok())
         .collect()
+}
+
+/// Every feasible node's score for one pod on the cluster as it is, by plugin, as
+/// kube-scheduler's default profile would score it (see `score`).
+pub fn node_scores(
+    ctx: &Context<'_>,
+    ledger: &Ledger,
+    pod: &NewPod,
+    profile: &Profile,
+) -> Vec<score::NodeScore> {
+    let mut ledger = ledger.clone();
+    let request = ledger.requests_of(&pod.spec);
+    let others = running(ctx);
+    let topology = topology::Topology::new(ctx, pod, &others);
+    let feasible = feasible_nodes(ctx, &ledger, pod);
+    let scoring = score::Scoring {
+        spec: &pod.spec,
+        request: &request,
+        topology: Some(&topology),
+        profile,
+    };
+    score::score(ctx, &ledger, &scoring, &feasible)
 }
 
 /// Does the pod have spread constraints or pod (anti-)affinity of its own?

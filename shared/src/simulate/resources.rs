@@ -20,6 +20,49 @@ pub struct Ledger {
     /// Pods bound per node, and how many the node takes (its `pods` allocatable).
     pods: Vec<i64>,
     pod_limit: Vec<i64>,
+    /// Per node: cpu and memory requested as kube-scheduler's scores count them
+    /// (`NonZeroRequested`).
+    non_zero: Vec<[i64; 2]>,
+}
+
+/// A pod's requests as the ledger charges them: by column, and its non-zero cpu and memory.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Request {
+    pub amounts: Vec<(usize, i64)>,
+    pub non_zero: [i64; 2],
+}
+
+impl Request {
+    /// The amount of one column (0 when not asked for).
+    pub fn of(&self, column: usize) -> i64 {
+        self.amounts
+            .iter()
+            .find(|(c, _)| *c == column)
+            .map_or(0, |(_, a)| *a)
+    }
+}
+
+/// What a container missing a cpu or memory request counts as in kube-scheduler's scores:
+/// 100m and 200 MiB (`DefaultMilliCPURequest`, `DefaultMemoryRequest`), in milli-units.
+const NON_ZERO_DEFAULTS: [(&str, i64); 2] = [("cpu", 100), ("memory", 200 * 1024 * 1024 * 1000)];
+
+/// A pod's cpu and memory as kube-scheduler's NodeResourcesFit score counts them: each
+/// container that states no request for one counts its default, plus the pod overhead.
+pub fn non_zero_requests(spec: &PodSpec) -> [i64; 2] {
+    NON_ZERO_DEFAULTS.map(|(resource, default)| {
+        let stated = |c: &Container| {
+            c.resources.requests.get(resource).is_some()
+                || c.resources.limits.get(resource).is_some()
+        };
+        let overhead = spec.overhead.get(resource).map_or(0, milli);
+        effective_request(spec, |c| {
+            if stated(c) {
+                container_request(c, resource)
+            } else {
+                default
+            }
+        }) + overhead
+    })
 }
 
 /// A quantity in milli-units, rounded up as Kubernetes rounds requests.
@@ -77,6 +120,7 @@ impl Ledger {
             pods: vec![0; cluster.nodes.len()],
             // A node that states no pod limit (only hand-written snapshots) takes any number.
             pod_limit: vec![i64::MAX; cluster.nodes.len()],
+            non_zero: vec![[0; 2]; cluster.nodes.len()],
         };
         for (n, node) in cluster.nodes.iter().enumerate() {
             for (name, q) in node.node.allocatable().iter() {
@@ -92,11 +136,8 @@ impl Ledger {
             let Some(n) = p.host else {
                 continue;
             };
-            ledger.pods[n] += 1;
-            for (name, amount) in pod_requests(&p.pod.spec) {
-                let c = ledger.column(name);
-                ledger.requested[n][c] += amount;
-            }
+            let request = ledger.requests_of(&p.pod.spec);
+            ledger.add(n, &request);
         }
         ledger
     }
@@ -114,20 +155,24 @@ impl Ledger {
         c
     }
 
-    /// A new pod's requests by column; resources no node offers get a column too.
-    pub fn requests_of(&mut self, spec: &PodSpec) -> Vec<(usize, i64)> {
-        pod_requests(spec)
-            .into_iter()
-            .map(|(name, amount)| (self.column(name), amount))
-            .collect()
+    /// A pod's requests by column; resources no node offers get a column too.
+    pub fn requests_of(&mut self, spec: &PodSpec) -> Request {
+        Request {
+            amounts: pod_requests(spec)
+                .into_iter()
+                .map(|(name, amount)| (self.column(name), amount))
+                .collect(),
+            non_zero: non_zero_requests(spec),
+        }
     }
 
     pub fn name(&self, column: usize) -> &str {
         &self.names[column]
     }
 
-    pub fn gpus_in(&self, request: &[(usize, i64)]) -> i64 {
+    pub fn gpus_in(&self, request: &Request) -> i64 {
         request
+            .amounts
             .iter()
             .filter(|(c, _)| is_gpu_resource(&self.names[*c]))
             .map(|(_, v)| v)
@@ -151,10 +196,29 @@ impl Ledger {
         (self.pods[node], self.pod_limit[node])
     }
 
+    /// cpu and memory requested on a node as the scores count them (`NonZeroRequested`).
+    pub fn non_zero_on(&self, node: usize) -> [i64; 2] {
+        self.non_zero[node]
+    }
+
+    /// Takes a pod that left off its node.
+    pub fn remove(&mut self, node: usize, request: &Request) {
+        self.pods[node] -= 1;
+        self.non_zero[node][0] -= request.non_zero[0];
+        self.non_zero[node][1] -= request.non_zero[1];
+        for &(c, amount) in &request.amounts {
+            if let Some(r) = self.requested[node].get_mut(c) {
+                *r -= amount;
+            }
+        }
+    }
+
     /// Charges a placed pod to its node.
-    pub fn add(&mut self, node: usize, request: &[(usize, i64)]) {
+    pub fn add(&mut self, node: usize, request: &Request) {
         self.pods[node] += 1;
-        for &(c, amount) in request {
+        self.non_zero[node][0] += request.non_zero[0];
+        self.non_zero[node][1] += request.non_zero[1];
+        for &(c, amount) in &request.amounts {
             if self.requested[node].len() <= c {
                 self.requested[node].resize(c + 1, 0);
             }

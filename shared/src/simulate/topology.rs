@@ -13,12 +13,17 @@ use super::filters::{Rejection, node_affinity_matches, untolerated_taint};
 use crate::api::core::{FlatMap, PodSpec};
 use crate::model::Context;
 
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
 /// A pod as these filters see it: namespace, labels, node, required anti-affinity terms.
 pub struct Placed<'a> {
     pub namespace: &'a str,
     pub labels: &'a FlatMap<String>,
     pub node: usize,
     pub anti_affinity: &'a [PodAffinityTerm],
+    /// Its required pod affinity terms: each that selects a new pod adds 1 to the nodes of its
+    /// domain (`hardPodAffinityWeight`).
+    pub affinity: &'a [PodAffinityTerm],
     /// Its preferred pod affinity and anti-affinity terms, which score a new pod's nodes.
     pub preferred: &'a [WeightedPodAffinityTerm],
     pub preferred_anti: &'a [WeightedPodAffinityTerm],
@@ -44,6 +49,12 @@ impl<'a> Placed<'a> {
                         .as_deref()
                 })
                 .unwrap_or_default(),
+            affinity: pod_affinity
+                .and_then(|a| {
+                    a.required_during_scheduling_ignored_during_execution
+                        .as_deref()
+                })
+                .unwrap_or_default(),
             preferred: pod_affinity
                 .and_then(|a| {
                     a.preferred_during_scheduling_ignored_during_execution
@@ -62,6 +73,7 @@ impl<'a> Placed<'a> {
     /// Does it carry any pod affinity term (which can reject or score another pod)?
     pub fn has_terms(&self) -> bool {
         !(self.anti_affinity.is_empty()
+            && self.affinity.is_empty()
             && self.preferred.is_empty()
             && self.preferred_anti.is_empty())
     }
@@ -133,13 +145,23 @@ struct Affinity {
     first_of_group: bool,
 }
 
-/// A scoring term: its topology key, its weight, and the pods it counts per domain.
+/// An InterPodAffinity scoring term: its topology key, its weight (negative for
+/// anti-affinity), and the pods it counts per domain.
 struct Preference {
     key: String,
-    weight: f64,
+    weight: i64,
     counts: HashMap<String, i64>,
-    /// Spread terms add `maxSkew - 1` to every count, as kube-scheduler does.
-    offset: i64,
+}
+
+/// A `ScheduleAnyway` spread constraint, scored over the feasible nodes as kube-scheduler
+/// scores it: its domains are the feasible nodes' values.
+struct SoftSpread {
+    key: String,
+    max_skew: i64,
+    /// Per node: may its pods count (the constraint's node inclusion policies)?
+    counted: Vec<bool>,
+    /// Per node: pods there the constraint selects.
+    matching: Vec<i64>,
 }
 
 /// What the pod's own constraints and the others' anti-affinity need, counted once.
@@ -151,16 +173,9 @@ pub struct Topology {
     repelled: Vec<(String, HashSet<String>)>,
     /// Preferred pod affinity (positive weight) and anti-affinity (negative) terms.
     preferred: Vec<Preference>,
-    /// `ScheduleAnyway` spread constraints, weighted by the log of their domain count.
-    soft_spread: Vec<Preference>,
-}
-
-/// A node's raw scores from the pod's preferences, to be normalized over the feasible nodes.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct RawScores {
-    pub affinity: f64,
-    /// None when the pod has no `ScheduleAnyway` constraint.
-    pub spread: Option<f64>,
+    soft_spread: Vec<SoftSpread>,
+    /// Per node: carries every soft constraint's key (others are scored 0 and count nothing).
+    soft_keys: Vec<bool>,
 }
 
 impl Topology {
@@ -173,6 +188,7 @@ impl Topology {
             labels: &pod.labels,
             node: usize::MAX,
             anti_affinity: &[],
+            affinity: &[],
             preferred: &[],
             preferred_anti: &[],
         };
@@ -326,33 +342,37 @@ impl Topology {
             .flat_map(|anti| weighted(anti).into_iter().map(move |t| (anti, t)))
             .map(|(anti, w)| {
                 let term = &w.pod_affinity_term;
-                let sign = if anti { -1.0 } else { 1.0 };
+                let sign = if anti { -1 } else { 1 };
                 Preference {
                     key: term.topology_key.clone(),
-                    weight: sign * f64::from(w.weight),
+                    weight: sign * i64::from(w.weight),
                     counts: count_in_domains(
                         &|p| term_selects(term, &pod.namespace, p, anti),
                         &term.topology_key,
                     ),
-                    offset: 0,
                 }
             })
             .collect();
-        // The running pods' own preferred terms that select this pod: +weight (affinity) or
-        // -weight (anti-affinity) on the nodes of their domain, one term per topology key.
+        // The running pods' own terms that select this pod: their required affinity (+1, the
+        // default hardPodAffinityWeight), preferred affinity (+weight) and anti-affinity
+        // (-weight) on the nodes of their domain, one sum per topology key.
         let mut theirs: Vec<Preference> = Vec::new();
         for p in others {
             let signed = p
-                .preferred
+                .affinity
                 .iter()
-                .map(|w| (w, 1))
-                .chain(p.preferred_anti.iter().map(|w| (w, -1)));
-            for (w, sign) in signed {
-                let term = &w.pod_affinity_term;
+                .map(|t| (t, 1))
+                .chain(p.preferred.iter().map(|w| (&w.pod_affinity_term, w.weight)))
+                .chain(
+                    p.preferred_anti
+                        .iter()
+                        .map(|w| (&w.pod_affinity_term, -w.weight)),
+                );
+            for (term, weight) in signed {
                 let Some(v) = value(p.node, &term.topology_key) else {
                     continue;
                 };
-                if !term_selects(term, p.namespace, &me, sign < 0) {
+                if !term_selects(term, p.namespace, &me, weight < 0) {
                     continue;
                 }
                 let at = match theirs.iter().position(|t| t.key == term.topology_key) {
@@ -360,37 +380,57 @@ impl Topology {
                     None => {
                         theirs.push(Preference {
                             key: term.topology_key.clone(),
-                            weight: 1.0,
+                            weight: 1,
                             counts: HashMap::new(),
-                            offset: 0,
                         });
                         theirs.len() - 1
                     }
                 };
-                *theirs[at].counts.entry(v).or_insert(0) += sign * i64::from(w.weight);
+                *theirs[at].counts.entry(v).or_insert(0) += i64::from(weight);
             }
         }
         let preferred: Vec<Preference> = preferred.into_iter().chain(theirs).collect();
-        let soft_spread = spec
+        let soft: Vec<_> = spec
             .topology_spread_constraints
             .iter()
             .filter(|c| c.when_unsatisfiable == "ScheduleAnyway")
+            .collect();
+        let soft_keys: Vec<bool> = (0..cluster.nodes.len())
+            .map(|n| soft.iter().all(|c| value(n, &c.topology_key).is_some()))
+            .collect();
+        let soft_spread = soft
+            .iter()
             .map(|c| {
-                let domains: HashSet<String> = (0..cluster.nodes.len())
-                    .filter(|&n| node_selected(n))
-                    .filter_map(|n| value(n, &c.topology_key))
+                let honor_affinity = c.node_affinity_policy.as_deref() != Some("Ignore");
+                let honor_taints = c.node_taints_policy.as_deref() == Some("Honor");
+                let counted = (0..cluster.nodes.len())
+                    .map(|n| {
+                        (!honor_affinity || node_selected(n))
+                            && (!honor_taints
+                                || untolerated_taint(spec, &cluster.nodes[n].node.spec.taints)
+                                    .is_none())
+                    })
                     .collect();
-                Preference {
+                let same_keys = |labels: &FlatMap<String>| {
+                    c.match_label_keys
+                        .iter()
+                        .flatten()
+                        .all(|k| pod.labels.get(k).is_none_or(|v| labels.get(k) == Some(v)))
+                };
+                let mut matching = vec![0; cluster.nodes.len()];
+                for p in others {
+                    if p.namespace == pod.namespace
+                        && selects(c.label_selector.as_ref(), p.labels)
+                        && same_keys(p.labels)
+                    {
+                        matching[p.node] += 1;
+                    }
+                }
+                SoftSpread {
                     key: c.topology_key.clone(),
-                    weight: ((domains.len() + 2) as f64).ln(),
-                    counts: count_in_domains(
-                        &|p| {
-                            p.namespace == pod.namespace
-                                && selects(c.label_selector.as_ref(), p.labels)
-                        },
-                        &c.topology_key,
-                    ),
-                    offset: i64::from(c.max_skew) - 1,
+                    max_skew: i64::from(c.max_skew),
+                    counted,
+                    matching,
                 }
             })
             .collect();
@@ -401,27 +441,89 @@ impl Topology {
             repelled,
             preferred,
             soft_spread,
+            soft_keys,
         }
     }
 
-    /// The node's raw InterPodAffinity and PodTopologySpread scores (kube-scheduler's, before
-    /// normalization): matching pods in its domains times each term's weight.
-    pub fn raw_scores(&self, ctx: &Context<'_>, n: usize) -> RawScores {
+    /// The node's InterPodAffinity score before normalization: the weights of the terms, the
+    /// pod's and the running pods', times the pods they count in the node's domains.
+    pub fn affinity_score(&self, ctx: &Context<'_>, n: usize) -> i64 {
         let node = &ctx.cluster.nodes[n];
-        let sum = |terms: &[Preference]| -> f64 {
-            terms
-                .iter()
-                .filter_map(|t| {
-                    let v = node.label(&t.key)?;
-                    let count = t.counts.get(v).copied().unwrap_or(0) + t.offset;
-                    Some(count as f64 * t.weight)
-                })
-                .sum()
-        };
-        RawScores {
-            affinity: sum(&self.preferred),
-            spread: (!self.soft_spread.is_empty()).then(|| sum(&self.soft_spread)),
+        self.preferred
+            .iter()
+            .filter_map(|t| Some(t.counts.get(node.label(&t.key)?).copied()? * t.weight))
+            .sum()
+    }
+
+    /// PodTopologySpread's scores of the feasible nodes, normalized (0-100, fewer matching pods
+    /// in the node's domains is better), or None when the pod has no `ScheduleAnyway`
+    /// constraint. As kube-scheduler: the domains are the feasible nodes' values, a node without
+    /// every soft key scores 0 and counts nothing, each constraint weighs ln(domains + 2).
+    pub fn spread_scores(&self, ctx: &Context<'_>, feasible: &[usize]) -> Option<Vec<i64>> {
+        if self.soft_spread.is_empty() {
+            return None;
         }
+        let nodes = &ctx.cluster.nodes;
+        let scored: Vec<usize> = feasible
+            .iter()
+            .copied()
+            .filter(|&n| self.soft_keys[n])
+            .collect();
+        let by_constraint: Vec<(f64, HashMap<&str, i64>)> = self
+            .soft_spread
+            .iter()
+            .map(|c| {
+                let mut counts: HashMap<&str, i64> = HashMap::new();
+                for &n in &scored {
+                    counts
+                        .entry(nodes[n].label(&c.key).unwrap_or_default())
+                        .or_insert(0);
+                }
+                let size = if c.key == HOSTNAME {
+                    scored.len()
+                } else {
+                    counts.len()
+                };
+                for n in (0..nodes.len()).filter(|&n| self.soft_keys[n] && c.counted[n]) {
+                    if let Some(count) = nodes[n].label(&c.key).and_then(|v| counts.get_mut(v)) {
+                        *count += c.matching[n];
+                    }
+                }
+                (((size + 2) as f64).ln(), counts)
+            })
+            .collect();
+        let raw = |n: usize| -> i64 {
+            let score: f64 = self
+                .soft_spread
+                .iter()
+                .zip(&by_constraint)
+                .filter_map(|(c, (weight, counts))| {
+                    let value = nodes[n].label(&c.key)?;
+                    let count = if c.key == HOSTNAME {
+                        c.matching[n]
+                    } else {
+                        counts.get(value).copied().unwrap_or(0)
+                    };
+                    Some(count as f64 * weight + (c.max_skew - 1) as f64)
+                })
+                .sum();
+            score.round() as i64
+        };
+        let raws: Vec<Option<i64>> = feasible
+            .iter()
+            .map(|&n| self.soft_keys[n].then(|| raw(n)))
+            .collect();
+        let min = raws.iter().flatten().copied().min().unwrap_or(0);
+        let max = raws.iter().flatten().copied().max().unwrap_or(0).max(0);
+        Some(
+            raws.into_iter()
+                .map(|r| match r {
+                    None => 0,
+                    Some(_) if max == 0 => 100,
+                    Some(s) => 100 * (max + min - s) / max,
+                })
+                .collect(),
+        )
     }
 
     /// True when nothing here can reject or score a node.

@@ -23,6 +23,14 @@ pub fn ago(minutes: i64) -> String {
     (t - k8s_openapi::jiff::SignedDuration::from_mins(minutes)).to_string()
 }
 
+/// An engine container's resources as the API server stores them: its GPUs as limits and
+/// (copied by defaulting) requests, with the CPU and memory that go with them.
+pub fn engine_resources(gpus: i64) -> Value {
+    json!({"limits": {"nvidia.com/gpu": gpus.to_string()},
+           "requests": {"cpu": (gpus * 11).to_string(), "memory": format!("{}Gi", gpus * 120),
+                        "nvidia.com/gpu": gpus.to_string()}})
+}
+
 impl World {
     pub fn new() -> World {
         World {
@@ -37,8 +45,9 @@ impl World {
     pub fn node(mut self, name: &str, gpus: i64) -> World {
         self.items.push(json!({"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": {
-                "nvidia.com/gpu.product": PRODUCT, "models.ome.io/clusterbasemodel.m": "Ready"}},
-            "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string()},
+                "kubernetes.io/hostname": name, "nvidia.com/gpu.product": PRODUCT, "models.ome.io/clusterbasemodel.m": "Ready"}},
+            "status": {"capacity": {"cpu": "96", "memory": "1056000000Ki", "pods": "110", "nvidia.com/gpu": gpus.to_string()},
+                "allocatable": {"cpu": "95", "memory": "1048000000Ki", "pods": "110", "nvidia.com/gpu": gpus.to_string()},
                 "conditions": [{"type": "Ready", "status": "True"},
                                {"type": "GpuUnhealthy", "status": "False", "lastTransitionTime": ago(600)}]}}));
         self
@@ -92,8 +101,7 @@ impl World {
                     "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
                         "name": format!("{name}-engine"), "uid": format!("uid-{name}-engine"),
                         "controller": true, "blockOwnerDeletion": true}]},
-                "spec": {"nodeName": node, "containers": [{"name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "resources": engine_resources(*gpus)}]},
                 "status": {"phase": "Running", "startTime": ago(300),
                     "conditions": [{"type": "Ready", "status": "True"}]}}));
             rows.push(
@@ -124,7 +132,7 @@ impl World {
         self.items.push(json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": ns, "creationTimestamp": ago(minutes),
                 "labels": {"ome.io/inferenceservice": isvc, "component": "engine"}},
-            "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+            "spec": {"containers": [{"name": "c", "resources": engine_resources(gpus)}]},
             "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
                 "lastTransitionTime": ago(minutes)}]}}));
         self

@@ -312,6 +312,8 @@ impl Cluster {
         let child = Command::new(bin.join("kube-scheduler"))
             .args(["--kubeconfig", &self.kubeconfig.display().to_string()])
             .args(["--leader-elect=false", "--secure-port=0", "-v=2"])
+            // Each node's score by plugin, logged at level 10 by the scheduling cycle alone.
+            .arg("--vmodule=schedule_one=10")
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
             .spawn()

@@ -24,7 +24,7 @@ fn execute_config(cluster: &Cluster, extra: &str) -> String {
 
 fn node(name: &str, unhealthy: bool) -> Value {
     json!({"apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "H100",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100",
             "models.ome.io/clusterbasemodel.m": "Ready"}},
         "status": {"allocatable": {"nvidia.com/gpu": "8", "pods": "110", "cpu": "64", "memory": "512Gi"},
             "capacity": {"nvidia.com/gpu": "8", "pods": "110", "cpu": "64", "memory": "512Gi"},
@@ -39,7 +39,8 @@ fn pod(isvc: &str, node: &str, gpus: i64) -> Value {
             "labels": {"ome.io/inferenceservice": isvc, "component": "engine",
                 "ome.io/instance-index": "0", "ome.io/runner": "default"}},
         "spec": {"nodeName": node, "containers": [{"name": "c", "image": "engine:1",
-            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()},
+                "requests": {"cpu": (gpus * 7).to_string(), "memory": format!("{}Gi", gpus * 60)}}}]},
         "status": {"phase": "Running", "startTime": LONG_AGO,
             "conditions": [{"type": "Ready", "status": "True"}]}})
 }
@@ -576,7 +577,8 @@ fn consolidation_config(cluster: &Cluster, follow: bool) -> String {
         format!(
             "schemaVersion: 1\nmode: execute\nmigration: {{apiVersion: v1}}\nperNodeCooldownMinutes: 1\n\
              scheduling: {{profiles: {{default-scheduler: {{backend: kube-scheduler, schedulerVersion: v1.34, \
-             configurationID: binpack, scoringStrategy: MostAllocated}}}}}}\n\
+             configurationID: binpack, scoringStrategy: MostAllocated, \
+             scoringResources: [{{name: cpu}}, {{name: memory}}, {{name: nvidia.com/gpu, weight: 3}}]}}}}}}\n\
              policies: {{defragmentation: {{followPlan: {follow}}}}}\n"
         ),
     )

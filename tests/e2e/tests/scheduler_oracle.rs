@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use alfred::config::Config;
 use alfred::model::Context;
-use alfred::simulate::{Ledger, NewPod, Status, simulate};
+use std::collections::BTreeMap;
+
+use alfred::simulate::{Ledger, NewPod, Profile, Status, node_scores, score, simulate};
 use alfred::snapshot::Snapshot;
 use alfred_e2e::{Cluster, stderr};
 use serde_json::{Value, json};
@@ -48,7 +50,7 @@ fn world(seed: u64) -> (Vec<Value>, Vec<Value>, Value, Value) {
     let mut rng = Rng::new(seed);
     let mut nodes = Vec::new();
     let mut running = Vec::new();
-    let count = 3 + rng.below(6);
+    let count = 4 + rng.below(9);
     for i in 0..count {
         let name = format!("c{seed}-n{i}");
         let gpus = *rng.pick(&[0, 2, 4, 8]);
@@ -61,9 +63,17 @@ fn world(seed: u64) -> (Vec<Value>, Vec<Value>, Value, Value) {
             allocatable["nvidia.com/gpu"] = json!(gpus.to_string());
         }
         let mut spec = json!({});
+        let mut taints = Vec::new();
         if rng.chance(25) {
-            spec["taints"] =
-                json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]);
+            taints.push(json!({"key": "dedicated", "value": "infra", "effect": "NoSchedule"}));
+        }
+        for key in ["spot", "old"] {
+            if rng.chance(20) {
+                taints.push(json!({"key": key, "effect": "PreferNoSchedule"}));
+            }
+        }
+        if !taints.is_empty() {
+            spec["taints"] = json!(taints);
         }
         if rng.chance(10) {
             spec["unschedulable"] = json!(true);
@@ -85,7 +95,7 @@ fn world(seed: u64) -> (Vec<Value>, Vec<Value>, Value, Value) {
             left -= take;
             let app = *rng.pick(&["foo", "bar"]);
             let mut pod_spec = json!({"nodeName": name, "containers": [{"name": "c", "image": "x",
-                "resources": {"requests": {"cpu": rng.pick(&["1", "4"]).to_string(), "memory": "8Gi"}}}]});
+                "resources": requests(&mut rng)}]});
             if take > 0 {
                 pod_spec["containers"][0]["resources"]["limits"] =
                     json!({"nvidia.com/gpu": take.to_string()});
@@ -93,6 +103,13 @@ fn world(seed: u64) -> (Vec<Value>, Vec<Value>, Value, Value) {
             if rng.chance(20) {
                 let repelled = *rng.pick(&["foo", "bar"]);
                 pod_spec["affinity"] = anti_affinity(repelled);
+            } else if rng.chance(25) {
+                pod_spec["affinity"] = preferred_pod_terms(&mut rng);
+            } else if rng.chance(10) {
+                // Required affinity of a running pod scores the pods it selects (weight 1).
+                pod_spec["affinity"] = json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": rng.pick(&["foo", "bar"])}},
+                     "topologyKey": "topology.kubernetes.io/zone"}]}});
             }
             running.push(json!({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": format!("{name}-p{k}"), "namespace": NAMESPACE, "labels": {"app": app}},
@@ -101,26 +118,83 @@ fn world(seed: u64) -> (Vec<Value>, Vec<Value>, Value, Value) {
     }
     let app = *rng.pick(&["foo", "bar"]);
     let gpus = *rng.pick(&[0, 1, 2, 4, 8]);
-    let mut spec = json!({"containers": [{"name": "c", "image": "x", "resources": {"requests":
-        {"cpu": rng.pick(&["1", "8", "24"]).to_string(), "memory": rng.pick(&["8Gi", "100Gi"]).to_string()}}}]});
+    let mut resources = json!({"requests": {"cpu": rng.pick(&["1", "8", "24"]).to_string(),
+        "memory": rng.pick(&["8Gi", "100Gi"]).to_string()}});
+    if rng.chance(15) {
+        // No request at all: the scores count 100m and 200Mi, the filters nothing.
+        resources = json!({});
+    }
+    let mut spec = json!({"containers": [{"name": "c", "image": "x", "resources": resources}]});
     if gpus > 0 {
         spec["containers"][0]["resources"]["limits"] = json!({"nvidia.com/gpu": gpus.to_string()});
     }
+    if rng.chance(10) {
+        spec["initContainers"] = json!([{"name": "init", "image": "x",
+            "resources": {"requests": {"cpu": "12"}}}]);
+    }
+    let mut tolerations = Vec::new();
     if rng.chance(30) {
-        spec["tolerations"] =
-            json!([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]);
+        tolerations.push(json!({"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}));
+    }
+    if rng.chance(25) {
+        tolerations
+            .push(json!({"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"}));
+    }
+    if !tolerations.is_empty() {
+        spec["tolerations"] = json!(tolerations);
     }
     if rng.chance(20) {
         spec["nodeSelector"] = json!({"pool": "x"});
     }
+    let mut affinity = json!({});
     if rng.chance(30) {
-        spec["affinity"] = anti_affinity(app);
+        affinity = anti_affinity(app);
+    } else if rng.chance(30) {
+        affinity = preferred_pod_terms(&mut rng);
     }
     if rng.chance(30) {
-        spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
-            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": app}}}]);
+        affinity["nodeAffinity"] = json!({"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": rng.pick(&[10, 50]), "preference": {"matchExpressions": [
+                {"key": "pool", "operator": "In", "values": ["y"]}]}},
+            {"weight": 30, "preference": {"matchExpressions": [
+                {"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": [rng.pick(&["a", "b"])]}]}}]});
+    }
+    if affinity != json!({}) {
+        spec["affinity"] = affinity;
+    }
+    let mut spread = Vec::new();
+    if rng.chance(30) {
+        spread.push(
+            json!({"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": app}}}),
+        );
+    }
+    if rng.chance(30) {
+        spread.push(json!({"maxSkew": rng.pick(&[1, 2]), "topologyKey": rng.pick(&["topology.kubernetes.io/zone", "kubernetes.io/hostname"]),
+            "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": app}}}));
+    }
+    if !spread.is_empty() {
+        spec["topologySpreadConstraints"] = json!(spread);
     }
     (nodes, running, spec, json!({"app": app}))
+}
+
+/// A running pod's requests: some without cpu, or without any (the scores' defaults count).
+fn requests(rng: &mut Rng) -> Value {
+    match rng.below(6) {
+        0 => json!({}),
+        1 => json!({"requests": {"memory": "8Gi"}}),
+        _ => json!({"requests": {"cpu": rng.pick(&["1", "4"]).to_string(), "memory": "8Gi"}}),
+    }
+}
+
+/// Preferred pod affinity or anti-affinity, by zone or host, toward foo or bar pods.
+fn preferred_pod_terms(rng: &mut Rng) -> Value {
+    let kind = *rng.pick(&["podAffinity", "podAntiAffinity"]);
+    json!({kind: {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": rng.pick(&[5, 40, 100]), "podAffinityTerm": {
+            "labelSelector": {"matchLabels": {"app": rng.pick(&["foo", "bar"])}},
+            "topologyKey": rng.pick(&["topology.kubernetes.io/zone", "kubernetes.io/hostname"])}}]}})
 }
 
 fn anti_affinity(app: &str) -> Value {
@@ -128,13 +202,16 @@ fn anti_affinity(app: &str) -> Value {
         {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}})
 }
 
+/// Each node's score by plugin, and its total.
+type Scores = BTreeMap<String, (i64, BTreeMap<String, i64>)>;
+
 /// What the simulator says of the pod on the cluster as the API server holds it: the node it
-/// picks or its summary, and every node it finds feasible.
+/// picks or its summary, every node it finds feasible, and their scores.
 fn simulated(
     cluster: &Cluster,
     spec: &Value,
     labels: &Value,
-) -> (Result<String, String>, Vec<String>) {
+) -> (Result<String, String>, Vec<String>, Scores) {
     let text = cluster.ok(&["get", "nodes,pods", "-A", "-o", "json"]);
     let snapshot = Snapshot::parse(&text).expect("the API server's List reads");
     let config = Config::parse("schemaVersion: 1\n").unwrap();
@@ -165,7 +242,55 @@ fn simulated(
         })
         .map(|&n| ctx.cluster.nodes[n].name.to_string())
         .collect();
-    (answer, feasible)
+    let scores = node_scores(&ctx, &ledger, &pod, &Profile::built_in())
+        .into_iter()
+        .map(|s| {
+            let plugins = score::PLUGINS
+                .iter()
+                .zip(s.plugins)
+                .filter(|(_, v)| *v != 0)
+                .map(|((name, _), v)| (name.to_string(), v))
+                .collect();
+            (
+                ctx.cluster.nodes[s.node].name.to_string(),
+                (s.total(), plugins),
+            )
+        })
+        .collect();
+    (answer, feasible, scores)
+}
+
+/// kube-scheduler's scores for the pod, from its log (level 10 of the scheduling cycle): empty
+/// when it did not score (one feasible node, or none).
+fn scheduler_scores(cluster: &Cluster, name: &str) -> Scores {
+    let pod = format!("pod=\"{NAMESPACE}/{name}\"");
+    let field = |line: &str, key: &str| -> Option<String> {
+        let rest = line.split_once(&format!(" {key}="))?.1;
+        Some(match rest.strip_prefix('"') {
+            Some(quoted) => quoted.split('"').next()?.to_string(),
+            None => rest.split_whitespace().next()?.to_string(),
+        })
+    };
+    let mut scores = Scores::new();
+    for line in cluster.log("scheduler.log").lines() {
+        if !line.contains(&pod) {
+            continue;
+        }
+        let (Some(node), Some(score)) = (field(line, "node"), field(line, "score")) else {
+            continue;
+        };
+        let score: i64 = score.parse().expect("a score is a number");
+        let entry = scores.entry(node).or_default();
+        if line.contains("\"Calculated node's final score for pod\"") {
+            entry.0 = score;
+        } else if line.contains("\"Plugin scored node for pod\"")
+            && let Some(plugin) = field(line, "plugin")
+            && score != 0
+        {
+            entry.1.insert(plugin, score);
+        }
+    }
+    scores
 }
 
 /// The newest creation time in the List: the simulator's "now", from the cluster's own clock.
@@ -236,7 +361,7 @@ fn the_simulator_agrees_with_kube_scheduler() {
     let mut cluster = Cluster::up("scheduler-oracle");
     cluster.ok(&["create", "namespace", NAMESPACE]);
     cluster.start_scheduler();
-    let (mut disagreements, mut same_node, mut bound) = (Vec::new(), 0, 0);
+    let (mut disagreements, mut same_node, mut bound, mut scored) = (Vec::new(), 0, 0, 0);
     for seed in first..first + cases {
         // A fresh cluster for each case: the last one's pods and nodes are gone first.
         cluster.ok(&[
@@ -275,13 +400,14 @@ fn the_simulator_agrees_with_kube_scheduler() {
             );
             assert!(out.status.success(), "seed {seed}: {}", stderr(&out));
         }
-        let (ours, feasible) = simulated(&cluster, &spec, &labels);
+        let (ours, feasible, our_scores) = simulated(&cluster, &spec, &labels);
         let name = format!("new-{seed}");
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels}, "spec": spec});
         let out = cluster.kubectl_with(&["create", "-f", "-"], &pod.to_string());
         assert!(out.status.success(), "seed {seed}: {}", stderr(&out));
         let theirs = scheduled(&cluster, &name);
+        let their_scores = scheduler_scores(&cluster, &name);
         let agrees = match (&ours, &theirs) {
             (Ok(_), Ok(node)) => {
                 bound += 1;
@@ -290,18 +416,30 @@ fn the_simulator_agrees_with_kube_scheduler() {
             (Err(a), Err(b)) => a == b,
             _ => false,
         };
-        if agrees {
-            if let (Ok(a), Ok(b)) = (&ours, &theirs) {
-                same_node += usize::from(a == b);
-            }
-        } else {
+        if !agrees {
             disagreements.push(format!(
                 "seed {seed}: simulator {ours:?} (feasible {feasible:?}), kube-scheduler {theirs:?}"
             ));
+        } else if !their_scores.is_empty() {
+            // Scored: every node's score, plugin by plugin, must be the scheduler's, and the
+            // node we pick one of its highest (it draws at random among equals).
+            scored += 1;
+            let top = their_scores.values().map(|s| s.0).max();
+            let picked = ours
+                .as_ref()
+                .ok()
+                .and_then(|n| their_scores.get(n))
+                .map(|s| s.0);
+            if our_scores != their_scores || picked != top {
+                disagreements.push(format!(
+                    "seed {seed}: simulator picks {ours:?} with scores {our_scores:?}, kube-scheduler bound {theirs:?} with scores {their_scores:?}"
+                ));
+            }
+            same_node += usize::from(ours == theirs);
         }
     }
     eprintln!(
-        "{cases} cases: {} disagreements; {bound} bound, the simulator's pick was the scheduler's in {same_node}",
+        "{cases} cases: {} disagreements; {bound} bound, {scored} of them scored (more than one feasible node), where the simulator's pick was the scheduler's (ties drawn at random) in {same_node}",
         disagreements.len()
     );
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
