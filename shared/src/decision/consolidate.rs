@@ -11,6 +11,10 @@
 //! pending GPUs placeable per move; the plan stops when no action makes anything more
 //! placeable.
 //!
+//! Every placement, of a moved pod or a pending one, is one kube-scheduler's filters allow on
+//! the cluster as the earlier moves leave it (`simulate::Surges`): GPU room picks the target,
+//! the filters may refuse it, and then the next is taken.
+//!
 //! Two rules keep the greedy from spoiling the nodes later rounds empty: moves land on nodes
 //! that cannot be emptied anyway (they hold GPUs that stay, or are promised to pending pods)
 //! before nodes that could be (best fit within each), and while pods that need a whole node

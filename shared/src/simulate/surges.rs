@@ -1,7 +1,7 @@
 //! Moves checked one after another as surges, with the simulator's filters: each move's new
 //! pods start beside the old ones on the cluster as the earlier moves left it, and the old
-//! pods leave once the new ones run. What a consolidation plan, `followPlan` and `drain` rest
-//! on: a move only counts when kube-scheduler would place its pods where it says.
+//! pods leave once the new ones run. What a consolidation plan (and `followPlan`, which carries
+//! it out) rests on: a move only counts when kube-scheduler would place its pods where it says.
 
 use super::filters::{self, Rejection};
 use super::resources::{Ledger, Request};
