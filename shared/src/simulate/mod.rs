@@ -355,9 +355,19 @@ pub fn feasible_nodes(ctx: &Context<'_>, ledger: &Ledger, pod: &NewPod) -> Vec<u
     let request = ledger.requests_of(&pod.spec);
     let others = running(ctx);
     let topology = topology::Topology::new(ctx, pod, &others);
+    feasible_with(ctx, &ledger, pod, &request, &topology)
+}
+
+fn feasible_with(
+    ctx: &Context<'_>,
+    ledger: &Ledger,
+    pod: &NewPod,
+    request: &Request,
+    topology: &topology::Topology,
+) -> Vec<usize> {
     let fixed = filters::fixed(ctx, pod);
     (0..ctx.cluster.nodes.len())
-        .filter(|&n| filters::check(ctx, &fixed[n], Some(&topology), &ledger, &request, n).is_ok())
+        .filter(|&n| filters::check(ctx, &fixed[n], Some(topology), ledger, request, n).is_ok())
         .collect()
 }
 
@@ -373,7 +383,7 @@ pub fn node_scores(
     let request = ledger.requests_of(&pod.spec);
     let others = running(ctx);
     let topology = topology::Topology::new(ctx, pod, &others);
-    let feasible = feasible_nodes(ctx, &ledger, pod);
+    let feasible = feasible_with(ctx, &ledger, pod, &request, &topology);
     let scoring = score::Scoring {
         spec: &pod.spec,
         request: &request,
