@@ -385,3 +385,36 @@ fn a_move_lands_only_where_the_scheduler_would_place_its_pods() {
     let plan = plan_of(&nowhere, None);
     assert!(plan.steps.is_empty(), "{:?}", plan.steps);
 }
+
+#[test]
+fn room_for_a_larger_pod_is_made_until_its_cpu_fits_too() {
+    // An 8-GPU pod waits for a (big: 4 GPUs, 44 CPUs; one: 1 GPU). No node has 4 GPUs free;
+    // b has 3 free and five 1-GPU Instances, but with its 10-CPU daemon it only has CPU for
+    // big once two of them have left (41 CPUs free after one, 52 after two). c and d take
+    // the small pods (2 and 1 GPUs free).
+    let mut w = World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .node("c", 8)
+        .node("d", 8)
+        .omenative("team", "big", &[("a", 4)])
+        .omenative("team", "one", &[("a", 1)])
+        .omenative("team", "other", &[("c", 6)])
+        .omenative("team", "other2", &[("d", 7)])
+        .pending("team", "wait-0", 8, 20, "wait");
+    for k in 0..5 {
+        w = w.omenative("team", &format!("b{k}"), &[("b", 1)]);
+    }
+    let w = cpu_pod(w, "b", "10", serde_json::json!({}));
+    let plan = plan_of(&w, None);
+    assert_eq!(plan.after().pending_gpus, 8, "{:?}", plan.steps);
+    let big = plan
+        .steps
+        .iter()
+        .find(|s| s.workload == "team/big")
+        .expect("big moves");
+    assert_eq!(big.to, vec!["b"]);
+    let off_b = plan.steps.iter().filter(|s| s.from == vec!["b"]).count();
+    assert_eq!(off_b, 2, "{:?}", plan.steps);
+    assert_eq!(plan.steps.len(), 4, "{:?}", plan.steps);
+}

@@ -170,6 +170,12 @@ struct Planner<'a, 's> {
     /// Per pod with a place in the plan: its shape, the index of what the filters that do not
     /// depend on other pods read of it.
     shape_of: FxMap<usize, usize>,
+    /// Per pod with a place in the plan: the index of its shape and requests (pods with the
+    /// same fit the same nodes).
+    fit_of: FxMap<usize, usize>,
+    /// (fit, node) where no room can be made for the fit by moving smaller Instances out,
+    /// with the node's version then.
+    no_room: std::cell::RefCell<FxMap<(usize, usize), u32>>,
     /// Per shape and node: 0 not worked out yet, 1 allowed, 2 refused (they do not change).
     allowed: std::cell::RefCell<Vec<Vec<u8>>>,
     /// (pod, node) placements found to fail a filter that depends on other pods.
@@ -205,6 +211,11 @@ struct Planner<'a, 's> {
     version: Vec<u32>,
     /// Candidate actions by their bound, kept across rounds; bounds are checked when taken.
     bounds: std::collections::BinaryHeap<Bound>,
+    /// Candidates that found no room for their pods, with the count of actions made when they
+    /// were tried: room made elsewhere later may seat them (`retry_parked`).
+    parked: Vec<(Bound, usize)>,
+    /// Actions made so far.
+    actions: usize,
     /// Nodes whose candidates are to be worked out (again).
     dirty: Vec<usize>,
     /// Per pool: the most room one node had when the candidates were worked out.
@@ -222,7 +233,13 @@ pub fn plan(ctx: &Context<'_>, movable: &[bool], max_moves: Option<usize>) -> Co
     let mut curve = vec![p.point(0)];
     let mut steps = Vec::new();
     let budget = max_moves.unwrap_or(usize::MAX);
-    while let Some(trial) = p.best_action(budget - steps.len()) {
+    loop {
+        let Some(trial) = p.best_action(budget - steps.len()) else {
+            if p.retry_parked() {
+                continue;
+            }
+            break;
+        };
         // A trial whose moves the filters refuse in order is dropped; what was refused is not
         // tried again.
         if let Some(made) = p.apply(trial) {
@@ -367,6 +384,17 @@ impl<'a, 's> Planner<'a, 's> {
                 *shape_index.entry(shape_key(ctx, p.pod)).or_insert(next),
             );
         }
+        let mut fit_index: HashMap<String, usize> = HashMap::new();
+        let mut fit_of = FxMap::default();
+        for p in movables.iter().flat_map(|m| &m.pods) {
+            let key = format!(
+                "{}{:?}",
+                shape_key(ctx, p.pod),
+                crate::simulate::pod_requests(&cluster.pods[p.pod].pod.spec)
+            );
+            let next = fit_index.len();
+            fit_of.insert(p.pod, *fit_index.entry(key).or_insert(next));
+        }
         let allowed = vec![vec![0u8; cluster.nodes.len()]; shape_index.len()];
         let mut fixed: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_used).collect();
         for movable in &movables {
@@ -378,6 +406,8 @@ impl<'a, 's> Planner<'a, 's> {
             ctx,
             surges,
             shape_of,
+            fit_of,
+            no_room: Default::default(),
             allowed: std::cell::RefCell::new(allowed),
             refused: Default::default(),
             gpus_only: false,
@@ -398,6 +428,8 @@ impl<'a, 's> Planner<'a, 's> {
             candidates: vec![None; cluster.nodes.len()],
             version: vec![0; cluster.nodes.len()],
             bounds: std::collections::BinaryHeap::new(),
+            parked: Vec::new(),
+            actions: 0,
             dirty: (0..cluster.nodes.len()).collect(),
             largest_room: HashMap::new(),
             largest_waiting: Vec::new(),
@@ -623,9 +655,10 @@ impl<'a, 's> Planner<'a, 's> {
             let trial = self.trial(c.node, &order[..c.prefix]);
             // A tried candidate comes back at the ratio its moves gave: the room its pods
             // need rarely grows, so trying it again each round at its first bound is wasted.
-            // One that finds no room for its pods is dropped until its node changes (which
-            // works its candidates out again).
+            // One that finds no room for its pods is parked until its node changes (which
+            // works its candidates out again) or nothing else is left.
             let Some(trial) = trial else {
+                self.parked.push((c, self.actions));
                 continue;
             };
             let ratio = gained as f64 / trial.moves.len() as f64;
@@ -644,6 +677,19 @@ impl<'a, 's> Planner<'a, 's> {
         // Candidates tried and not taken stay candidates (those of changed nodes drop out).
         self.bounds.extend(tried);
         best.map(|b| b.2)
+    }
+
+    /// Makes the parked candidates candidates again when actions were made since they were
+    /// parked (the room they lacked may exist now); false when there are none such.
+    fn retry_parked(&mut self) -> bool {
+        let actions = self.actions;
+        let (retry, stay): (Vec<_>, Vec<_>) = std::mem::take(&mut self.parked)
+            .into_iter()
+            .partition(|&(c, at)| at < actions && c.version == self.version[c.node]);
+        self.parked = stay;
+        let any = !retry.is_empty();
+        self.bounds.extend(retry.into_iter().map(|(c, _)| c));
+        any
     }
 
     /// Pending GPUs a node's room would seat now, memoized for the round.
@@ -825,7 +871,25 @@ impl<'a, 's> Planner<'a, 's> {
         // ((rank, moves), node, the (movable, target) moves that make the room): room made on
         // a node that cannot be emptied anyway first, then the fewest moves.
         let mut best: Option<((u8, usize), usize, Chain)> = None;
-        // Nodes with the most room short of `gpus` first: they need the fewest moves.
+        // `room_made_on`, remembered for nodes away from the trial (where the answer depends
+        // on the node alone) until the node changes.
+        let fit = self.fit_of[&pod];
+        let smaller_on = |n: usize| -> Option<Vec<usize>> {
+            if trial.leaving.contains(&n) {
+                return None;
+            }
+            let remembered = !trial.delta.contains_key(&n);
+            if remembered && self.no_room.borrow().get(&(fit, n)) == Some(&self.version[n]) {
+                return None;
+            }
+            let smaller = self.room_made_on(trial, n, component, pod);
+            if remembered && smaller.is_none() {
+                self.no_room.borrow_mut().insert((fit, n), self.version[n]);
+            }
+            smaller
+        };
+        // Nodes with the most room short of `gpus` first (they need the fewest moves), of
+        // those where room can be made at all.
         let room_index = self.room.get(&movable.pool)?;
         let nodes = (0..2u8).flat_map(|rank| {
             room_index
@@ -833,54 +897,34 @@ impl<'a, 's> Planner<'a, 's> {
                 .rev()
                 .map(|&(_, _, n)| n)
                 .filter(|n| !trial.delta.contains_key(n))
+                .filter_map(|n| Some((n, smaller_on(n)?)))
                 .take(CHAIN_SCAN)
         });
-        let changed: Vec<usize> = trial
+        let changed: Vec<(usize, Vec<usize>)> = trial
             .delta
             .keys()
             .copied()
             .filter(|&n| self.target[n])
             .filter(|&n| self.ctx.cluster.nodes[n].pool.as_ref() == Some(&movable.pool))
+            .filter_map(|n| Some((n, smaller_on(n)?)))
             .collect();
-        for n in changed.into_iter().chain(nodes) {
+        for (n, smaller) in changed.into_iter().chain(nodes) {
             let rank = self.rank(n);
             if best.as_ref().is_some_and(|b| b.0 <= (0, 1)) {
                 break;
             }
-            if best.as_ref().is_some_and(|b| b.0 <= (rank, 1))
-                || trial.leaving.contains(&n)
-                || !self.ctx.model_allows(component, n)
-                || !self.allows(pod, n)
-            {
+            if best.as_ref().is_some_and(|b| b.0 <= (rank, 1)) {
                 continue;
             }
             let mut room = self.spare_in(trial, n);
-            if room >= gpus {
-                continue;
-            }
-            let smaller: Vec<usize> = self.on_node[n]
-                .iter()
-                .copied()
-                .filter(|&x| !self.moved[x] && !trial.taken.contains(&x))
-                .filter(|&x| {
-                    let pods = &self.movables[x].pods;
-                    pods.len() == 1 && pods[0].gpus < gpus
-                })
-                .collect();
-            if room
-                + smaller
-                    .iter()
-                    .map(|&x| self.movables[x].gpus_on(n))
-                    .sum::<i64>()
-                < gpus
-            {
-                continue;
-            }
-            // Move the largest smaller ones out until the room fits.
+            // Move the largest smaller ones out until the pod fits (its GPUs, then the rest
+            // of what it requests).
             let mut plan: Chain = Vec::new();
             let mut extra: Vec<Staged> = Vec::new();
+            let mut fits = false;
             for &x in &smaller {
-                if room >= gpus || best.as_ref().is_some_and(|b| b.0 <= (rank, plan.len() + 1)) {
+                fits = room >= gpus && self.admits(pod, n, &[&trial.staged, &extra]);
+                if fits || best.as_ref().is_some_and(|b| b.0 <= (rank, plan.len() + 1)) {
                     break;
                 }
                 let MovablePod {
@@ -895,11 +939,9 @@ impl<'a, 's> Planner<'a, 's> {
                 extra.push((n, moved, false));
                 plan.push((x, to));
                 room += g;
+                fits = room >= gpus && self.admits(pod, n, &[&trial.staged, &extra]);
             }
-            if room >= gpus
-                && best.as_ref().is_none_or(|b| (rank, plan.len()) < b.0)
-                && self.admits(pod, n, &[&trial.staged, &extra])
-            {
+            if fits && best.as_ref().is_none_or(|b| (rank, plan.len()) < b.0) {
                 best = Some(((rank, plan.len()), n, plan));
             }
         }
@@ -918,6 +960,37 @@ impl<'a, 's> Planner<'a, 's> {
             trial.moves.push((x, vec![to]));
         }
         Some(n)
+    }
+
+    /// Node `n`'s smaller single-pod Instances, when moving all of them would make room for
+    /// `pod` of `component` (its GPUs and every other resource it requests).
+    fn room_made_on(
+        &self,
+        trial: &Trial,
+        n: usize,
+        component: usize,
+        pod: usize,
+    ) -> Option<Vec<usize>> {
+        let gpus = self.ctx.cluster.pods[pod].gpus;
+        let room = self.spare_in(trial, n);
+        if room >= gpus || !self.ctx.model_allows(component, n) || !self.allows(pod, n) {
+            return None;
+        }
+        let smaller: Vec<usize> = self.on_node[n]
+            .iter()
+            .copied()
+            .filter(|&x| !self.moved[x] && !trial.taken.contains(&x))
+            .filter(|&x| {
+                let pods = &self.movables[x].pods;
+                pods.len() == 1 && pods[0].gpus < gpus
+            })
+            .collect();
+        let freed: i64 = smaller.iter().map(|&x| self.movables[x].gpus_on(n)).sum();
+        let leaving: Vec<Staged> = smaller
+            .iter()
+            .map(|&x| (n, self.movables[x].pods[0].pod, false))
+            .collect();
+        (room + freed >= gpus && self.admits(pod, n, &[&trial.staged, &leaving])).then_some(smaller)
     }
 
     /// A move's (pod, target) pairs.
@@ -984,6 +1057,7 @@ impl<'a, 's> Planner<'a, 's> {
         }
         let freed: Vec<usize> = freed.into_iter().filter(|&n| self.host[n]).collect();
         self.place_unplaced(Some(&freed));
+        self.actions += 1;
         Some(steps)
     }
 }
