@@ -376,24 +376,17 @@ impl<'a, 's> Planner<'a, 's> {
             })
             .collect();
         let mut shape_index: HashMap<String, usize> = HashMap::new();
-        let mut shape_of = FxMap::default();
-        for p in movables.iter().flat_map(|m| &m.pods) {
-            let next = shape_index.len();
-            shape_of.insert(
-                p.pod,
-                *shape_index.entry(shape_key(ctx, p.pod)).or_insert(next),
-            );
-        }
         let mut fit_index: HashMap<String, usize> = HashMap::new();
+        let mut shape_of = FxMap::default();
         let mut fit_of = FxMap::default();
         for p in movables.iter().flat_map(|m| &m.pods) {
-            let key = format!(
-                "{}{:?}",
-                shape_key(ctx, p.pod),
-                crate::simulate::pod_requests(&cluster.pods[p.pod].pod.spec)
-            );
+            let shape = shape_key(ctx, p.pod);
+            let requests = crate::simulate::pod_requests(&cluster.pods[p.pod].pod.spec);
             let next = fit_index.len();
-            fit_of.insert(p.pod, *fit_index.entry(key).or_insert(next));
+            let fit = format!("{shape}{requests:?}");
+            fit_of.insert(p.pod, *fit_index.entry(fit).or_insert(next));
+            let next = shape_index.len();
+            shape_of.insert(p.pod, *shape_index.entry(shape).or_insert(next));
         }
         let allowed = vec![vec![0u8; cluster.nodes.len()]; shape_index.len()];
         let mut fixed: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_used).collect();
@@ -872,17 +865,17 @@ impl<'a, 's> Planner<'a, 's> {
         // a node that cannot be emptied anyway first, then the fewest moves.
         let mut best: Option<((u8, usize), usize, Chain)> = None;
         // `room_made_on`, remembered for nodes away from the trial (where the answer depends
-        // on the node alone) until the node changes.
+        // on the node and the pod's fit alone) until the node changes.
         let fit = self.fit_of[&pod];
         let smaller_on = |n: usize| -> Option<Vec<usize>> {
-            if trial.leaving.contains(&n) {
+            if trial.leaving.contains(&n) || !self.ctx.model_allows(component, n) {
                 return None;
             }
             let remembered = !trial.delta.contains_key(&n);
             if remembered && self.no_room.borrow().get(&(fit, n)) == Some(&self.version[n]) {
                 return None;
             }
-            let smaller = self.room_made_on(trial, n, component, pod);
+            let smaller = self.room_made_on(trial, n, pod);
             if remembered && smaller.is_none() {
                 self.no_room.borrow_mut().insert((fit, n), self.version[n]);
             }
@@ -963,17 +956,11 @@ impl<'a, 's> Planner<'a, 's> {
     }
 
     /// Node `n`'s smaller single-pod Instances, when moving all of them would make room for
-    /// `pod` of `component` (its GPUs and every other resource it requests).
-    fn room_made_on(
-        &self,
-        trial: &Trial,
-        n: usize,
-        component: usize,
-        pod: usize,
-    ) -> Option<Vec<usize>> {
+    /// `pod` (its GPUs and every other resource it requests).
+    fn room_made_on(&self, trial: &Trial, n: usize, pod: usize) -> Option<Vec<usize>> {
         let gpus = self.ctx.cluster.pods[pod].gpus;
         let room = self.spare_in(trial, n);
-        if room >= gpus || !self.ctx.model_allows(component, n) || !self.allows(pod, n) {
+        if room >= gpus || !self.allows(pod, n) {
             return None;
         }
         let smaller: Vec<usize> = self.on_node[n]
