@@ -325,15 +325,6 @@ fn following_the_plan_values_its_next_step_at_the_whole_plan() {
     assert_eq!(followed["team/x2"].row, reference["team/x2"].row);
 }
 
-/// A pod of no Instance bound to a node, asking for CPU only (a system daemon, a batch job).
-fn cpu_pod(mut w: World, node: &str, cpu: &str, labels: serde_json::Value) -> World {
-    w.items.push(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("daemon-{node}"), "namespace": "team", "labels": labels},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
-        "status": {"phase": "Running"}}));
-    w
-}
-
 #[test]
 fn a_move_lands_only_where_the_scheduler_would_place_its_pods() {
     // a: one 1-GPU Instance; b: 2 GPUs free (best fit); c: 3 free. An 8-GPU pod waits for a.
@@ -360,19 +351,12 @@ fn a_move_lands_only_where_the_scheduler_would_place_its_pods() {
         vec!["b"],
         "best fit when every filter passes"
     );
-    let tainted = base().edit(
-        "Node",
-        "b",
-        |n| {
-            n["spec"]["taints"] =
-                serde_json::json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}])
-        },
-    );
+    let tainted = base().taint("b");
     assert_eq!(target(&tainted), vec!["c"], "an untolerated taint");
     // b's 95 CPUs: 66 for mid, 25 for a daemon; small's 11 do not fit.
-    let busy = cpu_pod(base(), "b", "25", serde_json::json!({}));
+    let busy = base().cpu_pod("b", "25", serde_json::json!({}));
     assert_eq!(target(&busy), vec!["c"], "too little CPU");
-    let repelled = cpu_pod(base(), "b", "1", serde_json::json!({"app": "small"}))
+    let repelled = base().cpu_pod("b", "1", serde_json::json!({"app": "small"}))
         .edit("Pod", "small-engine-0-default-0", |p| {
             p["spec"]["affinity"] = serde_json::json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": {"app": "small"}}, "topologyKey": "kubernetes.io/hostname"}]}})
@@ -405,7 +389,7 @@ fn room_for_a_larger_pod_is_made_until_its_cpu_fits_too() {
     for k in 0..5 {
         w = w.omenative("team", &format!("b{k}"), &[("b", 1)]);
     }
-    let w = cpu_pod(w, "b", "10", serde_json::json!({}));
+    let w = w.cpu_pod("b", "10", serde_json::json!({}));
     let plan = plan_of(&w, None);
     assert_eq!(plan.after().pending_gpus, 8, "{:?}", plan.steps);
     let big = plan

@@ -769,6 +769,64 @@ fn drains_plan_jointly_and_say_which_nodes_empty() {
 }
 
 #[test]
+fn drains_land_only_where_the_scheduler_would_place_the_pods() {
+    // d holds x and y (2 GPUs, 22 CPUs each). t1 has 4 GPUs free but 23 CPUs (95 less 44
+    // for fill, 28 for a daemon): room for one of them. t2 has 3 free behind an untolerated
+    // taint; t3 is empty. GPUs alone would put both on t1 (the fullest with room).
+    let w = World::new()
+        .node("d", 8)
+        .node("t1", 8)
+        .node("t2", 8)
+        .omenative("team", "x", &[("d", 2)])
+        .omenative("team", "y", &[("d", 2)])
+        .omenative("team", "fill", &[("t1", 4)])
+        .omenative("team", "other", &[("t2", 5)])
+        .cpu_pod("t1", "28", json!({}))
+        .taint("t2");
+    let with_room = w.clone().node("t3", 8);
+    let r = drain_of(&with_room, "", &["d"], None);
+    assert!(r.complete, "{r:#?}");
+    let mut targets: Vec<&str> = r
+        .moves
+        .iter()
+        .flat_map(|m| m.placements.iter().map(|p| p.node.as_str()))
+        .collect();
+    targets.sort();
+    assert_eq!(
+        targets,
+        vec!["t1", "t3"],
+        "one on t1, none behind the taint: {r:#?}"
+    );
+    // Without t3: one moves to t1; the other finds t1's CPUs taken and t2 tainted.
+    let r = drain_of(&w, "", &["d"], None);
+    let stayed: Vec<&str> = r
+        .moves
+        .iter()
+        .filter(|m| m.placements.is_empty())
+        .map(|m| m.detail.as_str())
+        .collect();
+    assert_eq!(stayed.len(), 1, "{r:#?}");
+    assert!(
+        stayed[0].contains("taken by the other moves"),
+        "{}",
+        stayed[0]
+    );
+    // Without t1's CPUs either, the fullest node's refusal is named: t2's taint.
+    let busy = w.edit("Pod", "daemon-t1", |p| {
+        p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("50")
+    });
+    let r = drain_of(&busy, "", &["d"], None);
+    assert!(r.moves.iter().all(|m| m.placements.is_empty()), "{r:#?}");
+    assert!(
+        r.moves[0].detail.contains(
+            "its pod x-engine-0-default-0 passes kube-scheduler's filters on no node with GPU room for it (on t2, the fullest: node(s) had untolerated taint(s))"
+        ),
+        "{}",
+        r.moves[0].detail
+    );
+}
+
+#[test]
 fn explain_lists_every_check_and_the_pass_rows() {
     use alfred::decision::decide;
     use alfred::decision::explain::{Selector, explain};

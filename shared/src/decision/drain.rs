@@ -151,6 +151,7 @@ pub fn drain(ctx: &Context<'_>, options: &DrainOptions) -> Result<DrainReport, N
         exclude: listed.clone(),
         count_pods: options.count_pods,
         goal: options.goal,
+        filtered: true,
     };
     let plans = joint::plan_together(ctx, &instances, &joint_options);
     for ((_, k), plan) in to_plan.iter().zip(plans) {

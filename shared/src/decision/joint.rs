@@ -4,12 +4,16 @@
 //! through the surge, so leaving frees nothing); a ToFreeSpec drains the stand-ins, capacity
 //! holds on the real nodes at their free GPUs, and one dimension per Instance keeps its pods on
 //! the nodes it may use. An Instance moves whole or not at all: one the solver places only in
-//! part is set aside and the rest are planned again.
+//! part is set aside and the rest are planned again. `filtered`: targets are nodes where
+//! kube-scheduler's filters admit the pods (CPU, memory, taints, affinity, ...), and the solved
+//! moves are replayed one after another as surges; a target the filters refuse once earlier
+//! moves have landed is taken from that Instance and the group is solved again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::surge::{self, NoRoom, SurgePlan};
 use crate::model::context::Context;
+use crate::simulate::Surges;
 use crate::solver::{
     CapacitySpec, Options, Policy, Problem, Spec, ToFreeFormula, ToFreeSpec, Unlimited, solve,
 };
@@ -30,6 +34,10 @@ pub struct JointOptions {
     /// Emptying is a goal with this formula rather than a constraint: with
     /// `MinimizeOccupiedContainers`, as many whole nodes as room allows.
     pub goal: Option<ToFreeFormula>,
+    /// Targets must pass kube-scheduler's filters and the moves are replayed as surges (a
+    /// drain). Off, nodes are weighed by GPUs alone, as the reference's move planning does for
+    /// health evacuations, whose moves the dispatch simulates one at a time.
+    pub filtered: bool,
 }
 
 /// Plans the Instances' moves together; one result per Instance, in the given order.
@@ -57,8 +65,42 @@ pub fn plan_together(
                 Ok(_) => active.push(k),
             }
         }
+        // (member, node) pairs the filters refused when the solved moves were replayed.
+        let mut refused: BTreeSet<(usize, usize)> = BTreeSet::new();
         while !active.is_empty() {
-            let solved = solve_group(ctx, instances, &active, options);
+            let surges = options.filtered.then(|| Surges::new(ctx));
+            let targets: BTreeMap<usize, Vec<usize>> = active
+                .iter()
+                .map(|&k| {
+                    let allowed = |n| !refused.contains(&(k, n));
+                    let targets = match &surges {
+                        Some(s) => {
+                            admitted_targets(ctx, s, instances[k], &options.exclude, allowed)
+                        }
+                        None => surge::targets(ctx, instances[k], &options.exclude, JOINT_TARGETS),
+                    };
+                    (k, targets)
+                })
+                .collect();
+            let blocked: Vec<usize> = active
+                .iter()
+                .copied()
+                .filter(|k| targets[k].is_empty())
+                .collect();
+            if !blocked.is_empty() {
+                for &k in &blocked {
+                    let why = match &surges {
+                        Some(s) if !refused.iter().any(|&(r, _)| r == k) => {
+                            why_refused(ctx, s, instances[k], &options.exclude)
+                        }
+                        _ => NoRoom::Taken,
+                    };
+                    results[k] = Some(Err(why));
+                }
+                active.retain(|k| !blocked.contains(k));
+                continue;
+            }
+            let solved = solve_group(ctx, instances, &active, &targets, options);
             let partial: Vec<usize> = active
                 .iter()
                 .copied()
@@ -75,6 +117,10 @@ pub fn plan_together(
                     .collect()
             };
             if stuck.is_empty() {
+                if let Some(pair) = surges.and_then(|s| first_refused(s, &active, &solved)) {
+                    refused.insert(pair);
+                    continue;
+                }
                 for k in active.drain(..) {
                     results[k] = Some(match &solved[&k] {
                         Placed::Whole(plan) => Ok(plan.clone()),
@@ -103,6 +149,67 @@ pub fn plan_together(
         .collect()
 }
 
+/// The Instance's candidate targets (fullest first) where the filters that do not depend on
+/// other pods admit every GPU pod and one of them has the CPU, memory and pod room.
+fn admitted_targets(
+    ctx: &Context<'_>,
+    surges: &Surges<'_, '_>,
+    instance: usize,
+    exclude: &[usize],
+    allowed: impl Fn(usize) -> bool,
+) -> Vec<usize> {
+    let pods = surge::gpu_pods(ctx, instance);
+    surge::candidates(ctx, instance, exclude)
+        .filter(|&n| {
+            allowed(n)
+                && pods.iter().all(|&p| surges.allows(p, n))
+                && pods.iter().any(|&p| surges.has_room(p, n, &[]))
+        })
+        .take(JOINT_TARGETS)
+        .collect()
+}
+
+/// Why no node with GPU room admits the Instance: the filter refusing it on the fullest.
+fn why_refused(
+    ctx: &Context<'_>,
+    surges: &Surges<'_, '_>,
+    instance: usize,
+    exclude: &[usize],
+) -> NoRoom {
+    let cluster = &ctx.cluster;
+    let pods = surge::gpu_pods(ctx, instance);
+    surge::candidates(ctx, instance, exclude)
+        .find_map(|n| {
+            pods.iter().find_map(|&p| {
+                surges.refusal(p, n).map(|why| NoRoom::Refused {
+                    pod: cluster.pods[p].name.to_string(),
+                    node: cluster.nodes[n].name.to_string(),
+                    reasons: why.reasons().join(", "),
+                })
+            })
+        })
+        .unwrap_or(NoRoom::Taken)
+}
+
+/// Replays the solved moves one after another as surges: the first (member, target) the
+/// filters refuse on the cluster as the earlier moves leave it.
+fn first_refused(
+    mut surges: Surges<'_, '_>,
+    active: &[usize],
+    solved: &BTreeMap<usize, Placed>,
+) -> Option<(usize, usize)> {
+    for &k in active {
+        let Placed::Whole(plan) = &solved[&k] else {
+            continue;
+        };
+        if let Err((pod, _)) = surges.try_move(&plan.placements) {
+            let &(_, n) = plan.placements.iter().find(|&&(p, _)| p == pod)?;
+            return Some((k, n));
+        }
+    }
+    None
+}
+
 enum Placed {
     Whole(SurgePlan),
     Partly,
@@ -114,17 +221,11 @@ fn solve_group(
     ctx: &Context<'_>,
     instances: &[usize],
     active: &[usize],
+    targets: &BTreeMap<usize, Vec<usize>>,
     options: &JointOptions,
 ) -> BTreeMap<usize, Placed> {
     let cluster = &ctx.cluster;
     let mut problem = Problem::new();
-    let targets: BTreeMap<usize, Vec<usize>> = active
-        .iter()
-        .map(|&k| {
-            let t = surge::targets(ctx, instances[k], &options.exclude, JOINT_TARGETS);
-            (k, t)
-        })
-        .collect();
     // Real nodes: every node some Instance may use, at its free GPUs.
     let mut real: BTreeMap<usize, usize> = BTreeMap::new();
     for &n in targets.values().flatten() {

@@ -133,6 +133,15 @@ pub enum NoRoom {
     /// Planned jointly: the moves off the same nodes took the room.
     #[error("the free GPUs it needs are taken by the other moves planned off the same nodes")]
     Taken,
+    /// Planned jointly: kube-scheduler's filters admit its pods on no node with GPU room.
+    #[error(
+        "its pod {pod} passes kube-scheduler's filters on no node with GPU room for it (on {node}, the fullest: {reasons})"
+    )]
+    Refused {
+        pod: String,
+        node: String,
+        reasons: String,
+    },
     /// Planned jointly: emptying other nodes wholly leaves it in place.
     #[error(
         "the plan leaves it in place: there is room to empty other nodes wholly, not this one too"

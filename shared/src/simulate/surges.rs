@@ -88,26 +88,13 @@ impl<'a, 's> Surges<'a, 's> {
     pub fn try_move(&mut self, placements: &[(usize, usize)]) -> Result<(), (usize, Rejection)> {
         let mut added: Vec<(usize, Request)> = Vec::new();
         for (k, &(pod, n)) in placements.iter().enumerate() {
-            let request = self.requests[pod].clone();
-            let new = NewPod::like(&self.ctx.cluster.pods[pod]);
-            let fixed = filters::fixed_on(self.ctx, &new.namespace, &new.spec, n);
-            let topology = (self.anti_anywhere || has_topology(&new.spec)).then(|| {
-                let others = self.others(&placements[..k]);
-                Topology::new(self.ctx, &new, &others)
-            });
-            if let Err(why) = filters::check(
-                self.ctx,
-                &fixed,
-                topology.as_ref(),
-                &self.ledger,
-                &request,
-                n,
-            ) {
+            if let Err(why) = self.check(pod, n, &placements[..k]) {
                 for (node, r) in added {
                     self.ledger.remove(node, &r);
                 }
                 return Err((pod, why));
             }
+            let request = self.requests[pod].clone();
             self.ledger.add(n, &request);
             added.push((n, request));
         }
@@ -119,6 +106,29 @@ impl<'a, 's> Surges<'a, 's> {
             self.at[pod] = Some(n);
         }
         Ok(())
+    }
+
+    /// The first filter refusing a new pod like `pod` on node `n` as the applied moves leave
+    /// the cluster (None: every filter passes).
+    pub fn refusal(&self, pod: usize, n: usize) -> Option<Rejection> {
+        self.check(pod, n, &[]).err()
+    }
+
+    /// Every filter for a new pod like `pod` on node `n`, beside the new pods of its move
+    /// placed so far (`starting`, already in the ledger).
+    fn check(&self, pod: usize, n: usize, starting: &[(usize, usize)]) -> Result<(), Rejection> {
+        let new = NewPod::like(&self.ctx.cluster.pods[pod]);
+        let fixed = filters::fixed_on(self.ctx, &new.namespace, &new.spec, n);
+        let topology = (self.anti_anywhere || has_topology(&new.spec))
+            .then(|| Topology::new(self.ctx, &new, &self.others(starting)));
+        filters::check(
+            self.ctx,
+            &fixed,
+            topology.as_ref(),
+            &self.ledger,
+            &self.requests[pod],
+            n,
+        )
     }
 
     /// Seats a pending pod on a node, as the scheduler would bind it.

@@ -69,6 +69,27 @@ impl World {
         })
     }
 
+    /// A `dedicated=infra:NoSchedule` taint on the node.
+    pub fn taint(self, node: &str) -> World {
+        self.edit(
+            "Node",
+            node,
+            |n| {
+                n["spec"]["taints"] =
+                    json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}])
+            },
+        )
+    }
+
+    /// A pod of no Instance bound to a node, asking for CPU only (a system daemon, a batch job).
+    pub fn cpu_pod(mut self, node: &str, cpu: &str, labels: Value) -> World {
+        self.items.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("daemon-{node}"), "namespace": "team", "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": "Running"}}));
+        self
+    }
+
     pub fn unhealthy(self, node: &str) -> World {
         self.edit(
             "Node",
