@@ -402,3 +402,38 @@ fn room_for_a_larger_pod_is_made_until_its_cpu_fits_too() {
     assert_eq!(off_b, 2, "{:?}", plan.steps);
     assert_eq!(plan.steps.len(), 4, "{:?}", plan.steps);
 }
+
+#[test]
+fn an_instance_as_large_but_lighter_makes_way_where_only_cpu_is_short() {
+    // An 8-GPU pod waits for a (small: 1 GPU, 11 CPUs). b and c have a GPU free each but
+    // only 8 CPUs (b: mid's 66, light's 4, a 17-CPU daemon; c: other's 77, a 10-CPU daemon).
+    // light, as large in GPUs but needing 4 CPUs, moves to c and leaves b 12 CPUs for small.
+    let w = World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .node("c", 8)
+        .omenative("team", "small", &[("a", 1)])
+        .omenative("team", "mid", &[("b", 6)])
+        .omenative("team", "light", &[("b", 1)])
+        .omenative("team", "other", &[("c", 7)])
+        .edit("Pod", "light-engine-0-default-0", |p| {
+            p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = serde_json::json!("4")
+        })
+        .cpu_pod("b", "17", serde_json::json!({}))
+        .cpu_pod("c", "10", serde_json::json!({}))
+        .pending("team", "wait-0", 8, 20, "wait");
+    let plan = plan_of(&w, None);
+    assert_eq!(plan.after().pending_gpus, 8, "{:?}", plan.steps);
+    let moves: Vec<(&str, String)> = plan
+        .steps
+        .iter()
+        .map(|s| (s.workload.as_str(), s.to.join(",")))
+        .collect();
+    assert_eq!(
+        moves,
+        vec![
+            ("team/light", "c".to_string()),
+            ("team/small", "b".to_string())
+        ]
+    );
+}

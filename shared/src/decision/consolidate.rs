@@ -881,13 +881,15 @@ impl<'a, 's> Planner<'a, 's> {
             }
             smaller
         };
-        // Nodes with the most room short of `gpus` first (they need the fewest moves), of
-        // those where room can be made at all.
+        // Nodes with the GPUs but short of something else (CPU, memory) first, then those
+        // with the most room short of `gpus` (they need the fewest moves), of those where
+        // room can be made at all.
         let room_index = self.room.get(&movable.pool)?;
         let nodes = (0..2u8).flat_map(|rank| {
+            let short_of_gpus = room_index.range((rank, 0, 0)..(rank, gpus, 0)).rev();
             room_index
-                .range((rank, 0, 0)..(rank, gpus, 0))
-                .rev()
+                .range((rank, gpus, 0)..(rank + 1, 0, 0))
+                .chain(short_of_gpus)
                 .map(|&(_, _, n)| n)
                 .filter(|n| !trial.delta.contains_key(n))
                 .filter_map(|n| Some((n, smaller_on(n)?)))
@@ -955,21 +957,23 @@ impl<'a, 's> Planner<'a, 's> {
         Some(n)
     }
 
-    /// Node `n`'s smaller single-pod Instances, when moving all of them would make room for
-    /// `pod` (its GPUs and every other resource it requests).
+    /// Node `n`'s single-pod Instances no larger than `pod` (smaller ones, or where the GPUs
+    /// are there already, any that frees CPU or memory), when moving all of them would make
+    /// room for it (its GPUs and every other resource it requests).
     fn room_made_on(&self, trial: &Trial, n: usize, pod: usize) -> Option<Vec<usize>> {
         let gpus = self.ctx.cluster.pods[pod].gpus;
         let room = self.spare_in(trial, n);
-        if room >= gpus || !self.allows(pod, n) {
+        if !self.allows(pod, n) || (room >= gpus && self.admits(pod, n, &[&trial.staged])) {
             return None;
         }
+        let largest = if room >= gpus { gpus } else { gpus - 1 };
         let smaller: Vec<usize> = self.on_node[n]
             .iter()
             .copied()
             .filter(|&x| !self.moved[x] && !trial.taken.contains(&x))
             .filter(|&x| {
                 let pods = &self.movables[x].pods;
-                pods.len() == 1 && pods[0].gpus < gpus
+                pods.len() == 1 && pods[0].gpus <= largest
             })
             .collect();
         let freed: i64 = smaller.iter().map(|&x| self.movables[x].gpus_on(n)).sum();
