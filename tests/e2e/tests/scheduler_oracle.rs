@@ -7,6 +7,11 @@
 //! must be one the simulator finds feasible; an unschedulable pod's `0/N nodes are available`
 //! summary must equal the scheduler's event. `ALFRED_ORACLE_CASES` runs more cases (default
 //! 300, about 2 s each), `ALFRED_ORACLE_SEED` starts elsewhere; a disagreement prints its seed and both answers.
+//!
+//! Plans too: on seeded clusters of OMENative InferenceServices, the consolidation plan for
+//! 8-GPU pods that wait is carried out step by step as surges, each new pod unbound and pinned
+//! to its planned node; the scheduler must bind every one there, and then the waiting pods as
+//! the plan says. `ALFRED_ORACLE_PLANS` runs more plans (default 30, about 10 s each).
 
 use std::time::{Duration, Instant};
 
@@ -308,14 +313,14 @@ fn cluster_now(text: &str) -> k8s_openapi::jiff::Timestamp {
 }
 
 /// Where kube-scheduler put the pod, or its FailedScheduling summary (the filters' part).
-fn scheduled(cluster: &Cluster, name: &str) -> Result<String, String> {
+fn scheduled_in(cluster: &Cluster, namespace: &str, name: &str) -> Result<String, String> {
     let start = Instant::now();
     loop {
         let node = cluster.ok(&[
             "get",
             "pod",
             "-n",
-            NAMESPACE,
+            namespace,
             name,
             "-o",
             "jsonpath={.spec.nodeName}",
@@ -327,7 +332,7 @@ fn scheduled(cluster: &Cluster, name: &str) -> Result<String, String> {
             "get",
             "events",
             "-n",
-            NAMESPACE,
+            namespace,
             "--field-selector",
             &format!("involvedObject.name={name},reason=FailedScheduling"),
             "-o",
@@ -406,7 +411,7 @@ fn the_simulator_agrees_with_kube_scheduler() {
             "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels}, "spec": spec});
         let out = cluster.kubectl_with(&["create", "-f", "-"], &pod.to_string());
         assert!(out.status.success(), "seed {seed}: {}", stderr(&out));
-        let theirs = scheduled(&cluster, &name);
+        let theirs = scheduled_in(&cluster, NAMESPACE, &name);
         let their_scores = scheduler_scores(&cluster, &name);
         let agrees = match (&ours, &theirs) {
             (Ok(_), Ok(node)) => {
@@ -440,6 +445,394 @@ fn the_simulator_agrees_with_kube_scheduler() {
     }
     eprintln!(
         "{cases} cases: {} disagreements; {bound} bound, {scored} of them scored (more than one feasible node), where the simulator's pick was the scheduler's (ties drawn at random) in {same_node}",
+        disagreements.len()
+    );
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}
+
+const LONG_AGO: &str = "2026-01-01T00:00:00Z";
+
+/// A consolidation case: the objects created first (nodes, the model, InferenceServices),
+/// those created after them (InferenceReplicas, whose owner is an InferenceService's uid, and
+/// running pods), and the 8-GPU pods that wait (created only once the plan has run).
+struct PlanWorld {
+    first: Vec<Value>,
+    second: Vec<Value>,
+    waiting: Vec<Value>,
+}
+
+/// Room left on a node while the world is filled.
+struct Room {
+    name: String,
+    gpus: i64,
+    cpu: i64,
+    memory_gi: i64,
+    tainted: bool,
+    cordoned: bool,
+    pool: &'static str,
+}
+
+fn plan_world(seed: u64) -> PlanWorld {
+    let mut rng = Rng::new(seed);
+    let (mut first, mut second, mut waiting) = (Vec::new(), Vec::new(), Vec::new());
+    first.push(
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel",
+        "metadata": {"name": "m"}, "spec": {"storage": {"storageUri": "hf://org/m"}}}),
+    );
+    let mut rooms = Vec::new();
+    for i in 0..5 + rng.below(8) {
+        let name = format!("p{seed}-n{i}");
+        let gpus = *rng.pick(&[8, 8, 8, 4]);
+        let cpu = *rng.pick(&[48, 64, 96]);
+        let memory_gi = *rng.pick(&[256, 512]);
+        let allocatable = json!({"nvidia.com/gpu": gpus.to_string(), "cpu": cpu.to_string(),
+            "memory": format!("{memory_gi}Gi"), "pods": "110"});
+        let pool = *rng.pick(&["x", "y"]);
+        let mut spec = json!({});
+        let tainted = rng.chance(20);
+        if tainted {
+            spec["taints"] =
+                json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]);
+        }
+        let cordoned = rng.chance(5);
+        if cordoned {
+            spec["unschedulable"] = json!(true);
+        }
+        first.push(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                "topology.kubernetes.io/zone": rng.pick(&["a", "b"]), "pool": pool,
+                "nvidia.com/gpu.product": "H100", "models.ome.io/clusterbasemodel.m": "Ready"}},
+            "spec": spec,
+            "status": {"capacity": allocatable.clone(), "allocatable": allocatable,
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": LONG_AGO}]}}));
+        let mut room = Room {
+            name,
+            gpus,
+            cpu,
+            memory_gi,
+            tainted,
+            cordoned,
+            pool,
+        };
+        if rng.chance(50) {
+            // A batch job no plan moves, leaving the node's GPUs fragmented.
+            let take = 1 + rng.below(gpus as u64 - 1) as i64;
+            second.push(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{}-job", room.name), "namespace": "batch"},
+                "spec": {"nodeName": room.name, "containers": [{"name": "c", "image": "trainer:1",
+                    "resources": {"limits": {"nvidia.com/gpu": take.to_string()},
+                        "requests": {"cpu": "2", "memory": "16Gi"}}}],
+                    "tolerations": [{"key": "dedicated", "operator": "Exists"}]},
+                "status": {"phase": "Running", "startTime": LONG_AGO,
+                    "conditions": [{"type": "Ready", "status": "True"}]}}));
+            room.gpus -= take;
+            room.cpu -= 2;
+            room.memory_gi -= 16;
+        }
+        rooms.push(room);
+    }
+    for k in 0..4 + rng.below(12) {
+        let isvc = format!("p{seed}-m{k}");
+        let replicas = if rng.chance(25) { 2 } else { 1 };
+        let gpus = *rng.pick(&[1, 1, 2, 2, 4]);
+        let cpu = gpus * rng.pick(&[2, 4, 8, 12]);
+        let memory_gi = gpus * rng.pick(&[16, 32, 60]);
+        let tolerates = rng.chance(30);
+        let selector = rng.chance(15).then_some("x");
+        let anti = replicas == 2 && rng.chance(50);
+        let spread = selector.is_none() && rng.chance(20);
+        let mut spec = json!({"containers": [{"name": "c", "image": "engine:1", "resources": {
+            "limits": {"nvidia.com/gpu": gpus.to_string()},
+            "requests": {"cpu": cpu.to_string(), "memory": format!("{memory_gi}Gi")}}}]});
+        if tolerates {
+            spec["tolerations"] =
+                json!([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]);
+        }
+        if let Some(pool) = selector {
+            spec["nodeSelector"] = json!({"pool": pool});
+        }
+        let labels = |index: usize| {
+            json!({"ome.io/inferenceservice": isvc, "component": "engine",
+                "ome.io/managed-by": "OMENative", "ome.io/instance-index": index.to_string(),
+                "ome.io/instance-incarnation": "1", "ome.io/runner": "default",
+                "ome.io/pod-ordinal": "0"})
+        };
+        if anti {
+            spec["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"ome.io/inferenceservice": isvc}},
+                 "topologyKey": "kubernetes.io/hostname"}]}});
+        }
+        if spread {
+            spec["topologySpreadConstraints"] = json!([{"maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"ome.io/inferenceservice": isvc}}}]);
+        }
+        // Running pods go where they fit (the scheduler of the past is not asked).
+        let mut hosts: Vec<usize> = Vec::new();
+        for _ in 0..replicas {
+            let start = rng.below(rooms.len() as u64) as usize;
+            let host = (0..rooms.len())
+                .map(|i| (start + i) % rooms.len())
+                .find(|&n| {
+                    let r = &rooms[n];
+                    r.gpus >= gpus
+                        && r.cpu >= cpu
+                        && r.memory_gi >= memory_gi
+                        && !r.cordoned
+                        && (!r.tainted || tolerates)
+                        && selector.is_none_or(|p| p == r.pool)
+                        && !(anti && hosts.contains(&n))
+                });
+            let Some(host) = host else { break };
+            hosts.push(host);
+            let r = &mut rooms[host];
+            (r.gpus, r.cpu, r.memory_gi) = (r.gpus - gpus, r.cpu - cpu, r.memory_gi - memory_gi);
+        }
+        if hosts.len() < replicas {
+            for &n in &hosts {
+                let r = &mut rooms[n];
+                (r.gpus, r.cpu, r.memory_gi) =
+                    (r.gpus + gpus, r.cpu + cpu, r.memory_gi + memory_gi);
+            }
+            continue;
+        }
+        first.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": isvc, "namespace": "team"},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "m", "kind": "ClusterBaseModel"},
+                "engine": {"minReplicas": replicas, "maxReplicas": replicas}}}));
+        let mut rows = Vec::new();
+        for (index, &host) in hosts.iter().enumerate() {
+            let mut pod_spec = spec.clone();
+            pod_spec["nodeName"] = json!(rooms[host].name);
+            second.push(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{isvc}-engine-{index}-default-0"), "namespace": "team",
+                    "labels": labels(index)},
+                "spec": pod_spec,
+                "status": {"phase": "Running", "startTime": LONG_AGO,
+                    "conditions": [{"type": "Ready", "status": "True"}]}}));
+            rows.push(
+                json!({"index": index, "phase": "Ready", "runningRevision": "r1",
+                "podCount": 1, "servingPodCount": 1, "availablePodCount": 1, "admitted": true}),
+            );
+        }
+        second.push(
+            json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "metadata": {"name": format!("{isvc}-engine"), "namespace": "team"},
+            "spec": {"component": "engine", "parentRef": {"name": isvc}, "replicas": replicas,
+                "runners": [{"name": "default"}]},
+            "status": {"observedGeneration": 1, "replicas": replicas, "readyReplicas": replicas,
+                "servingReplicas": replicas, "availableReplicas": replicas,
+                "updatedReplicas": replicas, "updatedReadyReplicas": replicas,
+                "currentRevision": "r1", "updateRevision": "r1", "instanceStatuses": rows}}),
+        );
+    }
+    for i in 0..1 + rng.below(3) {
+        waiting.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("p{seed}-trainer-{i}"), "namespace": "batch",
+                "creationTimestamp": LONG_AGO},
+            "spec": {"containers": [{"name": "c", "image": "trainer:1", "resources": {
+                "limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "4", "memory": "32Gi"}}}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "lastTransitionTime": LONG_AGO}]}}));
+    }
+    PlanWorld {
+        first,
+        second,
+        waiting,
+    }
+}
+
+/// Creates objects as their controllers would (statuses through the status subresource).
+fn create(cluster: &Cluster, objects: &[Value]) {
+    let file = cluster.dir.join("objects.yaml");
+    let text: Vec<String> = objects.iter().map(Value::to_string).collect();
+    std::fs::write(&file, text.join("\n---\n")).unwrap();
+    cluster.seed(&file);
+}
+
+/// A surge pod for `old` on `target`: the same labels and spec, unbound, its required node
+/// affinity narrowed to the target (every term gains the node's name, as the DaemonSet
+/// controller pins its pods). Spread constraints ignore that pin when they count domains, so
+/// they still count every node, as they did for the unpinned pod (the world gives spread only
+/// to pods without node selectors).
+fn surge_pod(old: &Value, target: &str) -> Value {
+    let mut spec = old["spec"].clone();
+    let spec_map = spec.as_object_mut().unwrap();
+    spec_map.remove("nodeName");
+    let pin = json!({"key": "metadata.name", "operator": "In", "values": [target]});
+    let required =
+        &mut spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+    match required["nodeSelectorTerms"].as_array_mut() {
+        Some(terms) => {
+            for term in terms {
+                term["matchFields"] = json!([pin]);
+            }
+        }
+        None => *required = json!({"nodeSelectorTerms": [{"matchFields": [pin]}]}),
+    }
+    if let Some(constraints) = spec["topologySpreadConstraints"].as_array_mut() {
+        for c in constraints {
+            c["nodeAffinityPolicy"] = json!("Ignore");
+        }
+    }
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{}-surge", old["metadata"]["name"].as_str().unwrap()),
+            "namespace": old["metadata"]["namespace"], "labels": old["metadata"]["labels"]},
+        "spec": spec})
+}
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn kube_scheduler_binds_every_step_of_a_plan() {
+    let cases: u64 = std::env::var("ALFRED_ORACLE_PLANS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(30);
+    let first_seed: u64 = std::env::var("ALFRED_ORACLE_SEED")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(1);
+    let mut cluster = Cluster::up("scheduler-oracle-plans");
+    for ns in ["team", "batch"] {
+        cluster.ok(&["create", "namespace", ns]);
+    }
+    cluster.start_scheduler();
+    let config = Config::parse("schemaVersion: 1\nmigration: {apiVersion: v1}\n").unwrap();
+    let (mut disagreements, mut surges, mut steps_total, mut bound_gpus) = (Vec::new(), 0, 0, 0);
+    for seed in first_seed..first_seed + cases {
+        for ns in ["team", "batch"] {
+            cluster.ok(&[
+                "delete",
+                "pods,inferencereplicas,inferenceservices",
+                "--all",
+                "-n",
+                ns,
+                "--force",
+                "--grace-period=0",
+                "--wait",
+            ]);
+        }
+        cluster.ok(&["delete", "nodes,clusterbasemodels", "--all", "--wait"]);
+        let world = plan_world(seed);
+        create(&cluster, &world.first);
+        let uids: Value = serde_json::from_str(&cluster.ok(&[
+            "get",
+            "inferenceservices",
+            "-n",
+            "team",
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        let mut second = world.second.clone();
+        for object in &mut second {
+            if object["kind"] != "InferenceReplica" {
+                continue;
+            }
+            let parent = object["spec"]["parentRef"]["name"].clone();
+            let isvc = uids["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|i| i["metadata"]["name"] == parent)
+                .expect("the InferenceService was created");
+            object["metadata"]["ownerReferences"] = json!([{"apiVersion": "ome.io/v1beta1",
+                "kind": "InferenceService", "name": parent, "uid": isvc["metadata"]["uid"],
+                "controller": true, "blockOwnerDeletion": true}]);
+        }
+        create(&cluster, &second);
+        // The plan, on the cluster as the API server holds it plus the pods that wait.
+        let text = cluster.ok(&[
+            "get",
+            "nodes,pods,inferenceservices,inferencereplicas,clusterbasemodels",
+            "-A",
+            "-o",
+            "json",
+        ]);
+        let mut list: Value = serde_json::from_str(&text).unwrap();
+        let now = cluster_now(&text);
+        list["items"]
+            .as_array_mut()
+            .unwrap()
+            .extend(world.waiting.iter().cloned());
+        let snapshot = Snapshot::parse(&list.to_string()).expect("the API server's List reads");
+        let ctx = Context::build(&snapshot, &config, now);
+        let movable = alfred::decision::movable(&ctx);
+        let plan = alfred::decision::consolidate::plan(&ctx, &movable, None);
+        let mut failed = None;
+        'steps: for (s, step) in plan.steps.iter().enumerate() {
+            // A surge: the new pods start while the old ones still run, which leave after.
+            let mut old_names = Vec::new();
+            for &(pod, node) in &step.placements {
+                let old = &ctx.cluster.pods[pod];
+                let target = ctx.cluster.nodes[node].name.to_string();
+                let old_pod: Value = serde_json::from_str(&cluster.ok(&[
+                    "get",
+                    "pod",
+                    "-n",
+                    old.namespace,
+                    old.name,
+                    "-o",
+                    "json",
+                ]))
+                .unwrap();
+                let new = surge_pod(&old_pod, &target);
+                let out = cluster.kubectl_with(&["create", "-f", "-"], &new.to_string());
+                assert!(out.status.success(), "seed {seed}: {}", stderr(&out));
+                let name = new["metadata"]["name"].as_str().unwrap();
+                surges += 1;
+                let bound = scheduled_in(&cluster, old.namespace, name);
+                if bound.as_deref() != Ok(target.as_str()) {
+                    failed = Some(format!(
+                        "seed {seed}: step {s} of {} ({} to {target}): kube-scheduler {bound:?}",
+                        plan.steps.len(),
+                        step.workload
+                    ));
+                    break 'steps;
+                }
+                old_names.push((old.namespace, old.name));
+            }
+            for (namespace, name) in old_names {
+                cluster.ok(&[
+                    "delete",
+                    "pod",
+                    "-n",
+                    namespace,
+                    name,
+                    "--force",
+                    "--grace-period=0",
+                    "--wait",
+                ]);
+            }
+            steps_total += 1;
+        }
+        if let Some(failure) = failed {
+            disagreements.push(failure);
+            continue;
+        }
+        // The pods that waited: as many whole nodes as the plan says it makes placeable.
+        let mut bound = 0;
+        for pod in &world.waiting {
+            let mut pod = pod.clone();
+            pod.as_object_mut().unwrap().remove("status");
+            let out = cluster.kubectl_with(&["create", "-f", "-"], &pod.to_string());
+            assert!(out.status.success(), "seed {seed}: {}", stderr(&out));
+            let name = pod["metadata"]["name"].as_str().unwrap();
+            if scheduled_in(&cluster, "batch", name).is_ok() {
+                bound += 8;
+            }
+        }
+        bound_gpus += bound;
+        if bound != plan.after().pending_gpus {
+            disagreements.push(format!(
+                "seed {seed}: the plan ({} steps) makes {} waiting GPUs placeable, kube-scheduler bound {bound}",
+                plan.steps.len(),
+                plan.after().pending_gpus
+            ));
+        }
+    }
+    eprintln!(
+        "{cases} plans: {} disagreements; {steps_total} steps, {surges} surge pods bound where planned, {bound_gpus} waiting GPUs bound after them",
         disagreements.len()
     );
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
