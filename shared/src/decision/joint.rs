@@ -55,6 +55,8 @@ pub fn plan_together(
             None => results[k] = Some(Err(NoRoom::SplitPools)),
         }
     }
+    // The cluster as it stands, for the filters: replays undo their moves.
+    let mut surges = options.filtered.then(|| Surges::new(ctx));
     for members in by_pool.values() {
         let mut active: Vec<usize> = Vec::new();
         for &k in members {
@@ -68,7 +70,6 @@ pub fn plan_together(
         // (member, node) pairs the filters refused when the solved moves were replayed.
         let mut refused: BTreeSet<(usize, usize)> = BTreeSet::new();
         while !active.is_empty() {
-            let surges = options.filtered.then(|| Surges::new(ctx));
             let targets: BTreeMap<usize, Vec<usize>> = active
                 .iter()
                 .map(|&k| {
@@ -117,7 +118,10 @@ pub fn plan_together(
                     .collect()
             };
             if stuck.is_empty() {
-                if let Some(pair) = surges.and_then(|s| first_refused(s, &active, &solved)) {
+                let refusal = surges
+                    .as_mut()
+                    .and_then(|s| first_refused(s, &active, &solved));
+                if let Some(pair) = refusal {
                     refused.insert(pair);
                     continue;
                 }
@@ -192,22 +196,44 @@ fn why_refused(
 }
 
 /// Replays the solved moves one after another as surges: the first (member, target) the
-/// filters refuse on the cluster as the earlier moves leave it.
+/// filters refuse on the cluster as the earlier moves leave it. The cluster is left as found.
 fn first_refused(
-    mut surges: Surges<'_, '_>,
+    surges: &mut Surges<'_, '_>,
     active: &[usize],
     solved: &BTreeMap<usize, Placed>,
 ) -> Option<(usize, usize)> {
+    // (each move made, where its pods ran before), to undo.
+    let mut made: Vec<(&SurgePlan, Vec<usize>)> = Vec::new();
+    let mut refused = None;
     for &k in active {
         let Placed::Whole(plan) = &solved[&k] else {
             continue;
         };
-        if let Err((pod, _)) = surges.try_move(&plan.placements) {
-            let &(_, n) = plan.placements.iter().find(|&&(p, _)| p == pod)?;
-            return Some((k, n));
+        // A pod not running yet has no old place to replay the move from.
+        let from: Option<Vec<usize>> = plan
+            .placements
+            .iter()
+            .map(|&(p, _)| surges.node_of(p))
+            .collect();
+        let Some(from) = from else {
+            continue;
+        };
+        match surges.try_move(&plan.placements) {
+            Ok(()) => made.push((plan, from)),
+            Err((pod, _)) => {
+                refused = plan
+                    .placements
+                    .iter()
+                    .find(|&&(p, _)| p == pod)
+                    .map(|&(_, n)| (k, n));
+                break;
+            }
         }
     }
-    None
+    for (plan, from) in made.into_iter().rev() {
+        surges.undo(&plan.placements, &from);
+    }
+    refused
 }
 
 enum Placed {

@@ -352,17 +352,19 @@ fn scheduled_in(cluster: &Cluster, namespace: &str, name: &str) -> Result<String
     }
 }
 
+/// A count from the environment, or `default`.
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(default)
+}
+
 #[test]
 #[ignore = "needs the local control plane: make e2e"]
 fn the_simulator_agrees_with_kube_scheduler() {
-    let cases: u64 = std::env::var("ALFRED_ORACLE_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(300);
-    let first: u64 = std::env::var("ALFRED_ORACLE_SEED")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(1);
+    let cases = env_or("ALFRED_ORACLE_CASES", 300);
+    let first = env_or("ALFRED_ORACLE_SEED", 1);
     let mut cluster = Cluster::up("scheduler-oracle");
     cluster.ok(&["create", "namespace", NAMESPACE]);
     cluster.start_scheduler();
@@ -684,14 +686,8 @@ fn surge_pod(old: &Value, target: &str) -> Value {
 #[test]
 #[ignore = "needs the local control plane: make e2e"]
 fn kube_scheduler_binds_every_step_of_a_plan() {
-    let cases: u64 = std::env::var("ALFRED_ORACLE_PLANS")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(30);
-    let first_seed: u64 = std::env::var("ALFRED_ORACLE_SEED")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(1);
+    let cases = env_or("ALFRED_ORACLE_PLANS", 30);
+    let first_seed = env_or("ALFRED_ORACLE_SEED", 1);
     let mut cluster = Cluster::up("scheduler-oracle-plans");
     for ns in ["team", "batch"] {
         cluster.ok(&["create", "namespace", ns]);
