@@ -437,3 +437,33 @@ fn an_instance_as_large_but_lighter_makes_way_where_only_cpu_is_short() {
         ]
     );
 }
+
+#[test]
+fn a_smaller_pod_waits_while_the_pool_has_room_for_a_larger_one_alone() {
+    // 8 GPUs free in all (a 3, b 2, c 3); an 8-GPU pod and a 4-GPU pod wait. Moving s0 off a
+    // (pinned GPUs keep a from ever being empty) seats the 4-GPU pod in one move, but leaves
+    // 4 free GPUs for good. The 8-GPU pod is what the room can hold: c's five singles move
+    // onto a and b.
+    let mut w = World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .node("c", 8)
+        .omenative("team", "pin-a", &[("a", 3)])
+        .omenative("team", "pin-b", &[("b", 6)])
+        .annotate("pin-a", "alfred.ome.io/movable", "false")
+        .annotate("pin-b", "alfred.ome.io/movable", "false");
+    for (k, node) in ["a", "a", "c", "c", "c", "c", "c"].iter().enumerate() {
+        w = w.omenative("team", &format!("s{k}"), &[(node, 1)]);
+    }
+    let w = w
+        .pending("team", "large-0", 8, 20, "large")
+        .pending("team", "small-0", 4, 20, "small");
+    let plan = plan_of(&w, None);
+    assert_eq!(plan.after().pending_gpus, 8, "{:?}", plan.steps);
+    assert_eq!(plan.steps.len(), 5, "{:?}", plan.steps);
+    assert!(
+        plan.steps.iter().all(|s| s.frees == "c"),
+        "{:?}",
+        plan.steps
+    );
+}

@@ -15,12 +15,15 @@
 //! the cluster as the earlier moves leave it (`simulate::Surges`): GPU room picks the target,
 //! the filters may refuse it, and then the next is taken.
 //!
-//! Two rules keep the greedy from spoiling the nodes later rounds empty: moves land on nodes
+//! Three rules keep the greedy from spoiling what later rounds need: moves land on nodes
 //! that cannot be emptied anyway (they hold GPUs that stay, or are promised to pending pods)
-//! before nodes that could be (best fit within each), and while pods that need a whole node
-//! wait, a node that could be emptied for them is only ever emptied whole.
+//! before nodes that could be (best fit within each); while pods that need a whole node
+//! wait, a node that could be emptied for them is only ever emptied whole; and a pool's free
+//! GPUs, which moves only move around it, are kept for the largest pending pods they can
+//! hold, so a smaller pod seated in fewer moves does not take the room a larger one needs
+//! (until no action seats those).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
@@ -198,6 +201,24 @@ struct Planner<'a, 's> {
     /// Per node: its index into `signatures` (the classes that allow it).
     signature: Vec<usize>,
     signatures: Vec<Vec<usize>>,
+    /// Per target node: its pool (index into `pool_nodes`); per pool: its target nodes and
+    /// their unreserved room in all.
+    node_pool: Vec<Option<usize>>,
+    pool_nodes: Vec<Vec<usize>>,
+    pool_spare: Vec<i64>,
+    /// Per pool: how many of its nodes could give how many GPUs once every movable Instance
+    /// left them (a pod needs one such node as well as room).
+    pool_hosts: Vec<BTreeMap<i64, usize>>,
+    /// Per class and pool: the most GPUs one node of the pool it allows has.
+    class_room: Vec<Vec<i64>>,
+    /// Pending pods by size, then by the fewest pools that could seat them.
+    by_constraint: Vec<usize>,
+    /// Per pending pod: the pool whose room is kept for it; per pool: the room kept for none
+    /// (`weigh_pools`).
+    kept_in: Vec<Option<usize>>,
+    leftover: Vec<i64>,
+    /// Whether seating follows `kept_in`; lifted when no action seats a pod so.
+    lookahead: bool,
     movables: Vec<Movable>,
     /// Per node: the movables with a pod there.
     on_node: Vec<Vec<usize>>,
@@ -235,7 +256,7 @@ pub fn plan(ctx: &Context<'_>, movable: &[bool], max_moves: Option<usize>) -> Co
     let budget = max_moves.unwrap_or(usize::MAX);
     loop {
         let Some(trial) = p.best_action(budget - steps.len()) else {
-            if p.retry_parked() {
+            if p.retry_parked() || p.lift_lookahead() {
                 continue;
             }
             break;
@@ -364,6 +385,41 @@ impl<'a, 's> Planner<'a, 's> {
             });
         }
         needs.sort_by_key(|n| std::cmp::Reverse(n.gpus));
+        let mut pools: Vec<&String> = Vec::new();
+        let mut pool_nodes: Vec<Vec<usize>> = Vec::new();
+        let node_pool: Vec<Option<usize>> = (0..cluster.nodes.len())
+            .map(|n| {
+                let pool = cluster.nodes[n].pool.as_ref().filter(|_| target[n])?;
+                let p = pools.iter().position(|&x| x == pool).unwrap_or_else(|| {
+                    pools.push(pool);
+                    pool_nodes.push(Vec::new());
+                    pools.len() - 1
+                });
+                pool_nodes[p].push(n);
+                Some(p)
+            })
+            .collect();
+        let class_room: Vec<Vec<i64>> = classes
+            .iter()
+            .map(|allowed| {
+                pool_nodes
+                    .iter()
+                    .map(|nodes| {
+                        let sizes = nodes.iter().filter(|&&n| allowed[n]);
+                        sizes
+                            .map(|&n| cluster.nodes[n].gpu_total)
+                            .max()
+                            .unwrap_or(0)
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut by_constraint: Vec<usize> = (0..needs.len()).collect();
+        by_constraint.sort_by_key(|&k| {
+            let Need { gpus, class, .. } = needs[k];
+            let pools = class_room[class].iter().filter(|&&r| r >= gpus).count();
+            (std::cmp::Reverse(gpus), pools, k)
+        });
         let mut signature_of: HashMap<Vec<usize>, usize> = HashMap::new();
         let mut signatures = Vec::new();
         let signature = (0..cluster.nodes.len())
@@ -414,6 +470,15 @@ impl<'a, 's> Planner<'a, 's> {
             classes,
             signature,
             signatures,
+            kept_in: vec![None; by_constraint.len()],
+            by_constraint,
+            leftover: vec![i64::MAX; pool_nodes.len()],
+            pool_spare: vec![0; pool_nodes.len()],
+            pool_hosts: vec![BTreeMap::new(); pool_nodes.len()],
+            node_pool,
+            pool_nodes,
+            class_room,
+            lookahead: true,
             moved: vec![false; movables.len()],
             movables,
             on_node,
@@ -474,6 +539,18 @@ impl<'a, 's> Planner<'a, 's> {
         } else {
             set.remove(&key);
         }
+        if let Some(p) = self.node_pool[n] {
+            self.pool_spare[p] += if add { key.1 } else { -key.1 };
+            let most = node.gpu_total - self.fixed[n] - self.reserved[n];
+            if self.host[n] && most > 0 {
+                let hosts = self.pool_hosts[p].entry(most).or_insert(0);
+                if add {
+                    *hosts += 1;
+                } else {
+                    *hosts -= 1;
+                }
+            }
+        }
     }
 
     /// Places unplaced pending pods, largest first, each on the allowed node with the least
@@ -526,11 +603,15 @@ impl<'a, 's> Planner<'a, 's> {
 
     /// Pending GPUs an unplaced-pods-only best fit would seat in `room` on a node of
     /// signature `sig` (the room's other nodes cannot seat them: they were tried).
-    fn benefit(&self, sig: usize, mut room: i64) -> i64 {
+    fn benefit(&self, sig: usize, pool: Option<usize>, mut room: i64) -> i64 {
         let allowed = &self.signatures[sig];
         let mut gained = 0;
         for (k, need) in self.needs.iter().enumerate() {
-            if !self.placed[k] && need.gpus <= room && allowed.contains(&need.class) {
+            if !self.placed[k]
+                && need.gpus <= room
+                && allowed.contains(&need.class)
+                && pool.is_none_or(|p| self.seatable_in(k, p))
+            {
                 room -= need.gpus;
                 gained += need.gpus;
             }
@@ -568,7 +649,10 @@ impl<'a, 's> Planner<'a, 's> {
                 (pool.clone(), most(0).max(most(1)))
             })
             .collect();
-        let mut cache: FxMap<(usize, i64), i64> = FxMap::default();
+        if self.lookahead {
+            self.weigh_pools();
+        }
+        let mut cache = GainCache::default();
         let largest_waiting: Vec<i64> = (0..self.signatures.len())
             .map(|sig| self.largest_waiting_for(sig))
             .collect();
@@ -672,6 +756,89 @@ impl<'a, 's> Planner<'a, 's> {
         best.map(|b| b.2)
     }
 
+    /// Keeps each pool's room for the pods it can seat, largest first: moves only move room
+    /// around a pool, so its unreserved room in all is what every pod seated there shares,
+    /// and sizes that divide each other fill it best. Each pod, those with the fewest pools
+    /// first, is given the pool with the least room that holds it. A pod may then be seated
+    /// in a pool keeping room for it, or in what a pool keeps for none: a smaller pod seated
+    /// first, often in fewer moves, would take room a larger one needs.
+    fn weigh_pools(&mut self) {
+        let mut room = self.pool_spare.clone();
+        let mut hosts = self.pool_hosts.clone();
+        let mut kept_in = vec![None; self.needs.len()];
+        for &k in &self.by_constraint {
+            let Need { gpus, class, .. } = self.needs[k];
+            if self.placed[k] {
+                continue;
+            }
+            let host_of =
+                |hosts: &BTreeMap<i64, usize>| hosts.range(gpus..).find(|h| *h.1 > 0).map(|h| *h.0);
+            let best_fit = (0..room.len())
+                .filter(|&p| self.class_room[class][p] >= gpus && room[p] >= gpus)
+                .filter_map(|p| Some((room[p], p, host_of(&hosts[p])?)))
+                .min();
+            if let Some((_, p, most)) = best_fit {
+                room[p] -= gpus;
+                let sizes = &mut hosts[p];
+                if let Some(count) = sizes.get_mut(&most) {
+                    *count -= 1;
+                }
+                if most > gpus {
+                    *sizes.entry(most - gpus).or_insert(0) += 1;
+                }
+                kept_in[k] = Some(p);
+            }
+        }
+        let before: Vec<Vec<bool>> = (0..room.len()).map(|p| self.seatable(p)).collect();
+        self.kept_in = kept_in;
+        self.leftover = room;
+        // Bounds stay bounds where fewer pods may be seated; where more may, the pool's
+        // nodes are worked out again.
+        for (p, before) in before.into_iter().enumerate() {
+            let widened = self
+                .seatable(p)
+                .iter()
+                .zip(&before)
+                .any(|(&now, &was)| now && !was);
+            if widened {
+                for n in self.pool_nodes[p].clone() {
+                    self.invalidate(n);
+                }
+            }
+        }
+    }
+
+    fn seatable_in(&self, k: usize, p: usize) -> bool {
+        !self.lookahead || self.kept_in[k] == Some(p) || self.needs[k].gpus <= self.leftover[p]
+    }
+
+    /// Per pending pod still waiting: whether pool `p` may seat it.
+    fn seatable(&self, p: usize) -> Vec<bool> {
+        (0..self.needs.len())
+            .map(|k| !self.placed[k] && self.seatable_in(k, p))
+            .collect()
+    }
+
+    /// Lets every pool seat every pod once no action seats one where `weigh_pools` keeps
+    /// room; false when that was done already or kept no pod from a pool.
+    fn lift_lookahead(&mut self) -> bool {
+        let kept_out = (0..self.needs.len()).any(|k| {
+            let Need { gpus, class, .. } = self.needs[k];
+            let pools = 0..self.pool_nodes.len();
+            !self.placed[k]
+                && pools
+                    .filter(|&p| self.class_room[class][p] >= gpus)
+                    .any(|p| !self.seatable_in(k, p))
+        });
+        if !std::mem::replace(&mut self.lookahead, false) || !kept_out {
+            return false;
+        }
+        for n in 0..self.free.len() {
+            self.invalidate(n);
+        }
+        true
+    }
+
     /// Makes the parked candidates candidates again when actions were made since they were
     /// parked (the room they lacked may exist now); false when there are none such.
     fn retry_parked(&mut self) -> bool {
@@ -686,11 +853,11 @@ impl<'a, 's> Planner<'a, 's> {
     }
 
     /// Pending GPUs a node's room would seat now, memoized for the round.
-    fn gained(&self, cache: &mut FxMap<(usize, i64), i64>, n: usize, room: i64) -> i64 {
-        let sig = self.signature[n];
+    fn gained(&self, cache: &mut GainCache, n: usize, room: i64) -> i64 {
+        let (sig, pool) = (self.signature[n], self.node_pool[n]);
         *cache
-            .entry((sig, room))
-            .or_insert_with(|| self.benefit(sig, room))
+            .entry((sig, pool, room))
+            .or_insert_with(|| self.benefit(sig, pool, room))
     }
 
     /// The prefixes of a node's eviction order: the room each leaves and what it moves.
@@ -1052,6 +1219,9 @@ impl<'a, 's> Planner<'a, 's> {
         Some(steps)
     }
 }
+
+/// Pending GPUs seated per (signature, pool, room), for one round.
+type GainCache = FxMap<(usize, Option<usize>, i64), i64>;
 
 /// A pod of a move being worked out: (node, pod, arriving there or leaving it).
 type Staged = (usize, usize, bool);
