@@ -68,6 +68,9 @@ bench-trace: ## Consolidation plans on the openb trace: make bench-trace OPENB=D
 	for list in default multigpu50; do for seed in 1 2 3; do for nodes in "" "--eight-gpu-nodes 10000"; do \
 	  $(TARGET_DIR)/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
 	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed $$seed $$nodes || exit 1; done; done; done
+	for list in default multigpu50; do \
+	  $(TARGET_DIR)/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
+	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed 1 --repeat-nodes 4278 || exit 1; done
 
 bench-live: ## Live reads against file replays on a seeded local control plane (10,000 nodes, 41,000 pods): time and peak memory
 	tests/cluster/build.sh >/dev/null

@@ -4,10 +4,11 @@
 //!
 //!     cargo run --release -p alfred-shared --example trace_bench -- \
 //!       --nodes NODES.csv --pods PODS.csv [--load 0.95] [--seed 1] [--eight-gpu-nodes N] \
-//!       [--max-moves N] [--gpus-only] [--write SNAPSHOT]
+//!       [--repeat-nodes N] [--max-moves N] [--gpus-only] [--write SNAPSHOT]
 //!
 //! `--eight-gpu-nodes N` replaces the node list with N 8-GPU nodes of the trace's commonest
-//! 8-GPU type. Reports pending GPUs placeable (largest first, best fit) and whole free nodes
+//! 8-GPU type; `--repeat-nodes N` repeats the node list to N nodes (the trace's mix of 1, 2, 4
+//! and 8 GPUs over its GPU models, on a larger cluster). Reports pending GPUs placeable (largest first, best fit) and whole free nodes
 //! now, after the plan and after the ideal repack (first-fit decreasing of every movable
 //! Instance but those that fill their node, other pods pinned), the plan's moves and GPUs
 //! moved, a lower bound on moves, and the time to plan. Pods request the trace's CPU and
@@ -71,6 +72,22 @@ fn run() -> Result<(), String> {
                 memory_mib: memory,
                 gpus: 8,
                 model: model.clone(),
+            })
+            .collect();
+    }
+    if let Some(n) = flag("--repeat-nodes") {
+        let n: usize = n.parse().map_err(|e| format!("--repeat-nodes: {e}"))?;
+        let list = std::mem::take(&mut nodes);
+        nodes = (0..n)
+            .filter_map(|i| {
+                let x = list.get(i % list.len().max(1))?;
+                Some(trace::TraceNode {
+                    name: format!("{}-{}", x.name, i / list.len()),
+                    cpu_milli: x.cpu_milli,
+                    memory_mib: x.memory_mib,
+                    gpus: x.gpus,
+                    model: x.model.clone(),
+                })
             })
             .collect();
     }
