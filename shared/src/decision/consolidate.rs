@@ -417,7 +417,7 @@ impl<'a, 's> Planner<'a, 's> {
         let mut by_constraint: Vec<usize> = (0..needs.len()).collect();
         by_constraint.sort_by_key(|&k| {
             let Need { gpus, class, .. } = needs[k];
-            let pools = class_room[class].iter().filter(|&&r| r >= gpus).count();
+            let pools = pools_holding(&class_room[class], gpus).count();
             (std::cmp::Reverse(gpus), pools, k)
         });
         let mut signature_of: HashMap<Vec<usize>, usize> = HashMap::new();
@@ -773,8 +773,8 @@ impl<'a, 's> Planner<'a, 's> {
             }
             let host_of =
                 |hosts: &BTreeMap<i64, usize>| hosts.range(gpus..).find(|h| *h.1 > 0).map(|h| *h.0);
-            let best_fit = (0..room.len())
-                .filter(|&p| self.class_room[class][p] >= gpus && room[p] >= gpus)
+            let best_fit = pools_holding(&self.class_room[class], gpus)
+                .filter(|&p| room[p] >= gpus)
                 .filter_map(|p| Some((room[p], p, host_of(&hosts[p])?)))
                 .min();
             if let Some((_, p, most)) = best_fit {
@@ -822,15 +822,16 @@ impl<'a, 's> Planner<'a, 's> {
     /// Lets every pool seat every pod once no action seats one where `weigh_pools` keeps
     /// room; false when that was done already or kept no pod from a pool.
     fn lift_lookahead(&mut self) -> bool {
+        if !self.lookahead {
+            return false;
+        }
         let kept_out = (0..self.needs.len()).any(|k| {
             let Need { gpus, class, .. } = self.needs[k];
-            let pools = 0..self.pool_nodes.len();
             !self.placed[k]
-                && pools
-                    .filter(|&p| self.class_room[class][p] >= gpus)
-                    .any(|p| !self.seatable_in(k, p))
+                && pools_holding(&self.class_room[class], gpus).any(|p| !self.seatable_in(k, p))
         });
-        if !std::mem::replace(&mut self.lookahead, false) || !kept_out {
+        self.lookahead = false;
+        if !kept_out {
             return false;
         }
         for n in 0..self.free.len() {
@@ -1218,6 +1219,11 @@ impl<'a, 's> Planner<'a, 's> {
         self.actions += 1;
         Some(steps)
     }
+}
+
+/// The pools with a node of at least `gpus` GPUs that a class allows (`class_room`: its row).
+fn pools_holding(class_room: &[i64], gpus: i64) -> impl Iterator<Item = usize> + '_ {
+    (0..class_room.len()).filter(move |&p| class_room[p] >= gpus)
 }
 
 /// Pending GPUs seated per (signature, pool, room), for one round.
