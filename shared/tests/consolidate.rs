@@ -467,3 +467,42 @@ fn a_smaller_pod_waits_while_the_pool_has_room_for_a_larger_one_alone() {
         plan.steps
     );
 }
+
+#[test]
+fn a_cpu_short_node_takes_two_pods_once_a_heavier_one_swaps_out() {
+    // An 8-GPU pod waits for a (p and q: 1 GPU, 11 CPUs each). b and c have a GPU free each;
+    // b only 8 CPUs (x there needs 14), c 14. Best fit puts p on c and leaves q nowhere. Moving
+    // x to c first frees 22 CPUs and 2 GPUs on b: both p and q fit there.
+    let w = World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .node("c", 8)
+        .omenative("team", "p", &[("a", 1)])
+        .omenative("team", "q", &[("a", 1)])
+        .omenative("team", "fill-b", &[("b", 6)])
+        .omenative("team", "x", &[("b", 1)])
+        .omenative("team", "fill-c", &[("c", 7)])
+        .annotate("fill-b", "alfred.ome.io/movable", "false")
+        .annotate("fill-c", "alfred.ome.io/movable", "false")
+        .edit("Pod", "x-engine-0-default-0", |p| {
+            p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = serde_json::json!("14")
+        })
+        .cpu_pod("b", "7", serde_json::json!({}))
+        .cpu_pod("c", "4", serde_json::json!({}))
+        .pending("team", "wait-0", 8, 20, "wait");
+    let plan = plan_of(&w, None);
+    assert_eq!(plan.after().pending_gpus, 8, "{:?}", plan.steps);
+    let moves: Vec<(&str, String)> = plan
+        .steps
+        .iter()
+        .map(|s| (s.workload.as_str(), s.to.join(",")))
+        .collect();
+    assert_eq!(
+        moves,
+        vec![
+            ("team/x", "c".to_string()),
+            ("team/p", "b".to_string()),
+            ("team/q", "b".to_string())
+        ]
+    );
+}

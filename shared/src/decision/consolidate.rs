@@ -904,7 +904,39 @@ impl<'a, 's> Planner<'a, 's> {
     /// The moves that take `chosen` off `node`: each pod onto unreserved room in its pool
     /// (best fit), or where none is, onto a node whose room one or more moves of smaller
     /// Instances make first. None when some pod finds no room.
+    ///
+    /// When that fails although the pool has the GPUs, it is tried once more swapping first:
+    /// each pod goes where GPUs are free but CPU or memory is short, once what holds those has
+    /// moved onto room elsewhere. Best fit may have given that room to pods that fit anywhere.
     fn trial(&self, node: usize, chosen: &[usize]) -> Option<Trial> {
+        let (m, stuck) = match self.trial_with(node, chosen, false) {
+            Ok(trial) => return Some(trial),
+            Err(stuck) => stuck,
+        };
+        // Swapping helps only where the pool has the GPUs, and a node has them for the pod
+        // that found no room.
+        let pool = self.node_pool[node]?;
+        let needed: i64 = chosen.iter().map(|&m| self.movables[m].gpus_on(node)).sum();
+        let gpus = self.ctx.cluster.pods[stuck].gpus;
+        let index = self.room.get(&self.movables[m].pool)?;
+        let roomy = (0..2u8).any(|rank| {
+            index
+                .range((rank, gpus, 0)..(rank + 1, 0, 0))
+                .any(|&(_, _, n)| n != node)
+        });
+        if !roomy || self.pool_spare[pool] - self.spare(node) < needed {
+            return None;
+        }
+        self.trial_with(node, chosen, true).ok()
+    }
+
+    /// The trial, or the (movable, pod) that found no room.
+    fn trial_with(
+        &self,
+        node: usize,
+        chosen: &[usize],
+        swap_first: bool,
+    ) -> Result<Trial, (usize, usize)> {
         let mut trial = Trial {
             node,
             delta: FxMap::default(),
@@ -919,9 +951,12 @@ impl<'a, 's> Planner<'a, 's> {
         for &m in chosen {
             let mut targets = Vec::new();
             for &MovablePod { pod, gpus, .. } in &self.movables[m].pods {
-                let to = match self.direct(&trial, &[], m, pod, None) {
+                let swapped = swap_first
+                    .then(|| self.chained(&mut trial, m, pod, true))
+                    .flatten();
+                let to = match swapped.or_else(|| self.direct(&trial, &[], m, pod, None)) {
                     Some(to) => to,
-                    None => self.chained(&mut trial, m, pod)?,
+                    None => self.chained(&mut trial, m, pod, false).ok_or((m, pod))?,
                 };
                 *trial.delta.entry(to).or_default() -= gpus;
                 trial.staged.push((to, pod, true));
@@ -933,7 +968,7 @@ impl<'a, 's> Planner<'a, 's> {
             }
             trial.moves.push((m, targets));
         }
-        Some(trial)
+        Ok(trial)
     }
 
     /// Would the scheduler's filters let `pod` start on node `n`, with the `staged` moves
@@ -1025,7 +1060,8 @@ impl<'a, 's> Planner<'a, 's> {
     /// Room for `gpus` of movable `m` made on another node of its pool by moving some of that
     /// node's smaller Instances (largest first) onto room that exists: the node needing the
     /// fewest such moves. The moves are added to the trial before the one they make room for.
-    fn chained(&self, trial: &mut Trial, m: usize, pod: usize) -> Option<usize> {
+    /// With `gpus_there`, only nodes that have the GPUs and are short of something else.
+    fn chained(&self, trial: &mut Trial, m: usize, pod: usize, gpus_there: bool) -> Option<usize> {
         let gpus = self.ctx.cluster.pods[pod].gpus;
         let movable = &self.movables[m];
         let component = self.ctx.cluster.instances[movable.instance].component;
@@ -1054,7 +1090,10 @@ impl<'a, 's> Planner<'a, 's> {
         // room can be made at all.
         let room_index = self.room.get(&movable.pool)?;
         let nodes = (0..2u8).flat_map(|rank| {
-            let short_of_gpus = room_index.range((rank, 0, 0)..(rank, gpus, 0)).rev();
+            let short_of_gpus = room_index
+                .range((rank, 0, 0)..(rank, gpus, 0))
+                .rev()
+                .filter(|_| !gpus_there);
             room_index
                 .range((rank, gpus, 0)..(rank + 1, 0, 0))
                 .chain(short_of_gpus)
@@ -1069,6 +1108,7 @@ impl<'a, 's> Planner<'a, 's> {
             .copied()
             .filter(|&n| self.target[n])
             .filter(|&n| self.ctx.cluster.nodes[n].pool.as_ref() == Some(&movable.pool))
+            .filter(|&n| !gpus_there || self.spare_in(trial, n) >= gpus)
             .filter_map(|n| Some((n, smaller_on(n)?)))
             .collect();
         for (n, smaller) in changed.into_iter().chain(nodes) {
