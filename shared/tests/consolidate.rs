@@ -16,6 +16,14 @@ fn plan_of(w: &World, max_moves: Option<usize>) -> ConsolidationPlan {
     })
 }
 
+/// Each step as "workload to targets".
+fn moves_of(plan: &ConsolidationPlan) -> Vec<String> {
+    plan.steps
+        .iter()
+        .map(|s| format!("{} to {}", s.workload, s.to.join(",")))
+        .collect()
+}
+
 #[test]
 fn one_move_frees_the_node_an_eight_gpu_pod_waits_for() {
     // a: one 1-GPU Instance (7 free); b: 6 of 8 used; c: 7 of 8 used. An 8-GPU pod waits.
@@ -424,18 +432,7 @@ fn an_instance_as_large_but_lighter_makes_way_where_only_cpu_is_short() {
         .pending("team", "wait-0", 8, 20, "wait");
     let plan = plan_of(&w, None);
     assert_eq!(plan.after().pending_gpus, 8, "{:?}", plan.steps);
-    let moves: Vec<(&str, String)> = plan
-        .steps
-        .iter()
-        .map(|s| (s.workload.as_str(), s.to.join(",")))
-        .collect();
-    assert_eq!(
-        moves,
-        vec![
-            ("team/light", "c".to_string()),
-            ("team/small", "b".to_string())
-        ]
-    );
+    assert_eq!(moves_of(&plan), ["team/light to c", "team/small to b"]);
 }
 
 #[test]
@@ -492,17 +489,8 @@ fn a_cpu_short_node_takes_two_pods_once_a_heavier_one_swaps_out() {
         .pending("team", "wait-0", 8, 20, "wait");
     let plan = plan_of(&w, None);
     assert_eq!(plan.after().pending_gpus, 8, "{:?}", plan.steps);
-    let moves: Vec<(&str, String)> = plan
-        .steps
-        .iter()
-        .map(|s| (s.workload.as_str(), s.to.join(",")))
-        .collect();
     assert_eq!(
-        moves,
-        vec![
-            ("team/x", "c".to_string()),
-            ("team/p", "b".to_string()),
-            ("team/q", "b".to_string())
-        ]
+        moves_of(&plan),
+        ["team/x to c", "team/p to b", "team/q to b"]
     );
 }
