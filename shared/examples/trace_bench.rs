@@ -8,13 +8,14 @@
 //!
 //! `--eight-gpu-nodes N` replaces the node list with N 8-GPU nodes of the trace's commonest
 //! 8-GPU type; `--repeat-nodes N` repeats the node list to N nodes (the trace's mix of 1, 2, 4
-//! and 8 GPUs over its GPU models, on a larger cluster). Reports pending GPUs placeable (largest first, best fit) and whole free nodes
-//! now, after the plan and after the ideal repack (first-fit decreasing of every movable
-//! Instance but those that fill their node, other pods pinned), the plan's moves and GPUs
-//! moved, a lower bound on moves, and the time to plan. Pods request the trace's CPU and
-//! memory unless `--gpus-only`; the plan's steps are replayed as surges with plain arithmetic
-//! (each move's new pods beside the old ones, then the old ones gone) and the steps whose new
-//! pods find too little CPU, memory or GPUs on their target are counted.
+//! and 8 GPUs over its GPU models, on a larger cluster). Reports pending GPUs placeable
+//! (largest first, best fit) and whole free nodes now, after the plan and after the ideal
+//! repack (first-fit decreasing of every movable Instance but those that fill their node,
+//! other pods pinned), the plan's moves and GPUs moved, a lower bound on moves, and the time
+//! to plan. Pods request the trace's CPU and memory unless `--gpus-only`; the plan's steps
+//! are replayed as surges with plain arithmetic (each move's new pods beside the old ones,
+//! then the old ones gone) and the steps whose new pods find too little CPU, memory or GPUs
+//! on their target are counted.
 
 use std::time::Instant;
 

@@ -919,11 +919,7 @@ impl<'a, 's> Planner<'a, 's> {
         let needed: i64 = chosen.iter().map(|&m| self.movables[m].gpus_on(node)).sum();
         let gpus = self.ctx.cluster.pods[stuck].gpus;
         let index = self.room.get(&self.movables[m].pool)?;
-        let roomy = (0..2u8).any(|rank| {
-            index
-                .range((rank, gpus, 0)..(rank + 1, 0, 0))
-                .any(|&(_, _, n)| n != node)
-        });
+        let roomy = (0..2u8).any(|rank| with_room(index, rank, gpus).any(|n| n != node));
         if !roomy || self.pool_spare[pool] - self.spare(node) < needed {
             return None;
         }
@@ -1041,12 +1037,9 @@ impl<'a, 's> Planner<'a, 's> {
             .min_by_key(|&n| (self.rank(n), room(n), n));
         let index = self.room.get(&movable.pool)?;
         let indexed = (0..2u8).find_map(|rank| {
-            index
-                .range((rank, gpus, 0)..(rank + 1, 0, 0))
-                .map(|&(_, _, n)| n)
-                .find(|&n| {
-                    !trial.delta.contains_key(&n) && !extra.iter().any(|e| e.0 == n) && usable(n)
-                })
+            with_room(index, rank, gpus).find(|&n| {
+                !trial.delta.contains_key(&n) && !extra.iter().any(|e| e.0 == n) && usable(n)
+            })
         });
         match (changed, indexed) {
             (Some(a), Some(b)) => {
@@ -1094,10 +1087,8 @@ impl<'a, 's> Planner<'a, 's> {
                 .range((rank, 0, 0)..(rank, gpus, 0))
                 .rev()
                 .filter(|_| !gpus_there);
-            room_index
-                .range((rank, gpus, 0)..(rank + 1, 0, 0))
-                .chain(short_of_gpus)
-                .map(|&(_, _, n)| n)
+            with_room(room_index, rank, gpus)
+                .chain(short_of_gpus.map(|&(_, _, n)| n))
                 .filter(|n| !trial.delta.contains_key(n))
                 .filter_map(|n| Some((n, smaller_on(n)?)))
                 .take(CHAIN_SCAN)
@@ -1264,6 +1255,17 @@ impl<'a, 's> Planner<'a, 's> {
 /// The pools with a node of at least `gpus` GPUs that a class allows (`class_room`: its row).
 fn pools_holding(class_room: &[i64], gpus: i64) -> impl Iterator<Item = usize> + '_ {
     (0..class_room.len()).filter(move |&p| class_room[p] >= gpus)
+}
+
+/// A pool's nodes of `rank` with at least `gpus` of unreserved room, least room first.
+fn with_room(
+    index: &BTreeSet<(u8, i64, usize)>,
+    rank: u8,
+    gpus: i64,
+) -> impl Iterator<Item = usize> + '_ {
+    index
+        .range((rank, gpus, 0)..(rank + 1, 0, 0))
+        .map(|&(_, _, n)| n)
 }
 
 /// Pending GPUs seated per (signature, pool, room), for one round.
