@@ -13,6 +13,7 @@ use crate::api::core::{ControllerRevision, Node, Pod};
 use crate::input::located;
 
 mod parallel;
+pub mod protobuf;
 use crate::api::component::ComponentKind;
 use crate::api::isvc::RuntimeKind;
 use crate::api::runtime::RuntimeFields;
