@@ -65,7 +65,15 @@ impl Snapshot {
             )
         };
         let mut body = Stream::new(pieces);
-        let (kind, list_length) = body.open_list().map_err(malformed)?;
+        let (api_version, kind, list_length) = body.open().map_err(malformed)?;
+        let kind = match (api_version.as_str(), kind.as_str()) {
+            ("v1", "NodeList") => ListKind::Node,
+            ("v1", "PodList") => ListKind::Pod,
+            _ => {
+                let wrong = not_a("a v1 NodeList or PodList", &api_version, &kind);
+                return Err(malformed(wrong));
+            }
+        };
         let end = body.offset() + list_length;
         let mut continue_token = None;
         let mut item = 0;
@@ -212,9 +220,9 @@ impl<B: AsRef<[u8]>, I: Iterator<Item = B>> Stream<I> {
         ))
     }
 
-    /// Reads the envelope up to its `raw` object, a `v1` NodeList or PodList: its kind and
-    /// length.
-    fn open_list(&mut self) -> Read<(ListKind, usize)> {
+    /// Reads the envelope (the magic, then a `runtime.Unknown`) up to its `raw` object: the
+    /// object's apiVersion and kind, and its length.
+    fn open(&mut self) -> Read<(String, String, usize)> {
         if !self.fill(MAGIC.len()) || &self.buffer[..MAGIC.len()] != MAGIC {
             return Err(WireError {
                 at: 0,
@@ -222,19 +230,13 @@ impl<B: AsRef<[u8]>, I: Iterator<Item = B>> Stream<I> {
             });
         }
         self.pos = MAGIC.len();
-        let mut type_meta: Option<(String, String)> = None;
+        let mut type_meta = None;
         loop {
             let (number, length) = self.field_head()?;
             if number == 2 {
-                let Some((api_version, kind)) = type_meta else {
-                    return Err(self.error("the list comes before its kind"));
-                };
-                let kind = match (api_version.as_str(), kind.as_str()) {
-                    ("v1", "NodeList") => ListKind::Node,
-                    ("v1", "PodList") => ListKind::Pod,
-                    _ => return Err(not_a_list(&api_version, &kind)),
-                };
-                return Ok((kind, length));
+                let (api_version, kind) =
+                    type_meta.ok_or_else(|| self.error("the object comes before its kind"))?;
+                return Ok((api_version, kind, length));
             }
             let fields = self.take(length)?;
             if number == 1 {
@@ -244,10 +246,10 @@ impl<B: AsRef<[u8]>, I: Iterator<Item = B>> Stream<I> {
     }
 }
 
-fn not_a_list(api_version: &str, kind: &str) -> WireError {
+fn not_a(expected: &str, api_version: &str, kind: &str) -> WireError {
     WireError {
         at: 0,
-        what: format!("it holds {api_version:?} {kind:?}, not a v1 NodeList or PodList"),
+        what: format!("it holds {api_version:?} {kind:?}, not {expected}"),
     }
 }
 
@@ -263,32 +265,6 @@ fn type_meta_of(mut fields: Fields) -> Read<(String, String)> {
     Ok((api_version, kind))
 }
 
-/// A whole small body's envelope: the magic, then a `runtime.Unknown` holding the object's
-/// apiVersion and kind and, in `raw`, the object.
-fn open(body: &[u8]) -> Read<(String, String, Fields<'_>)> {
-    let Some(envelope) = body.strip_prefix(MAGIC) else {
-        return Err(WireError {
-            at: 0,
-            what: "it does not start as the API server's protobuf does (k8s\\0)".into(),
-        });
-    };
-    let mut fields = Fields::new(envelope, MAGIC.len());
-    let (mut type_meta, mut raw) = (Default::default(), None);
-    while let Some(field) = fields.next()? {
-        match field.number {
-            1 => type_meta = type_meta_of(field.message()?)?,
-            2 => raw = Some(field.message()?),
-            _ => {}
-        }
-    }
-    let (api_version, kind) = type_meta;
-    Ok((
-        api_version,
-        kind,
-        raw.unwrap_or_else(|| Fields::new(&[], body.len())),
-    ))
-}
-
 /// What a failed request's `v1` Status says.
 #[derive(Debug, Default, PartialEq)]
 pub struct Status {
@@ -300,14 +276,12 @@ pub struct Status {
 
 /// Reads the Status the API server answers a failed protobuf request with.
 pub fn status(body: &[u8]) -> Read<Status> {
-    let (api_version, kind, fields) = open(body)?;
+    let mut body = Stream::new(std::iter::once(body));
+    let (api_version, kind, length) = body.open()?;
     if (api_version.as_str(), kind.as_str()) != ("v1", "Status") {
-        return Err(WireError {
-            at: 0,
-            what: format!("it holds {api_version:?} {kind:?}, not a v1 Status"),
-        });
+        return Err(not_a("a v1 Status", &api_version, &kind));
     }
-    decode(fields, |s: &mut Status, f| {
+    decode(body.take(length)?, |s: &mut Status, f| {
         match f.number {
             2 => s.status = f.string()?,
             3 => s.message = f.string()?,
