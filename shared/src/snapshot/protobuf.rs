@@ -37,6 +37,34 @@ pub struct WireError {
 
 type Read<T> = Result<T, WireError>;
 
+/// Reads a message's fields into `T`, one `apply` per field.
+fn decode<'a, T: Default>(
+    mut fields: Fields<'a>,
+    mut apply: impl FnMut(&mut T, &Field<'a>) -> Read<()>,
+) -> Read<T> {
+    let mut value = T::default();
+    while let Some(field) = fields.next()? {
+        apply(&mut value, &field)?;
+    }
+    Ok(value)
+}
+
+/// A message read as a table: `fields!(bytes, |value: Type, field| { number => read, ... })`
+/// reads the listed field numbers into a default `Type` and skips the others.
+macro_rules! fields {
+    ($fields:expr, |$value:ident: $type:ty, $field:ident| { $($number:pat => $read:expr),+ $(,)? }) => {
+        decode($fields, |$value: &mut $type, $field| {
+            match $field.number {
+                $($number => {
+                    $read;
+                })+
+                _ => {}
+            }
+            Ok(())
+        })
+    };
+}
+
 impl Snapshot {
     /// Adds one page of a `v1` NodeList or PodList in protobuf; `page` is 1-based for errors.
     /// Returns the page's `continue` token when the API server has more.
@@ -119,14 +147,10 @@ enum ListKind {
     Pod,
 }
 
-fn list_continue_token(mut meta: Fields) -> Read<Option<String>> {
-    let mut token = None;
-    while let Some(f) = meta.next()? {
-        if f.number == 3 {
-            token = Some(f.string()?).filter(|t| !t.is_empty());
-        }
-    }
-    Ok(token)
+fn list_continue_token(meta: Fields) -> Read<Option<String>> {
+    fields!(meta, |token: Option<String>, f| {
+        3 => *token = Some(f.string()?).filter(|t| !t.is_empty()),
+    })
 }
 
 /// A body read in pieces: bytes are kept from the first one not yet read to the end of the
@@ -253,16 +277,12 @@ fn not_a(expected: &str, api_version: &str, kind: &str) -> WireError {
     }
 }
 
-fn type_meta_of(mut fields: Fields) -> Read<(String, String)> {
-    let (mut api_version, mut kind) = (String::new(), String::new());
-    while let Some(f) = fields.next()? {
-        match f.number {
-            1 => api_version = f.string()?,
-            2 => kind = f.string()?,
-            _ => {}
-        }
-    }
-    Ok((api_version, kind))
+/// A TypeMeta's apiVersion and kind.
+fn type_meta_of(fields: Fields) -> Read<(String, String)> {
+    fields!(fields, |t: (String, String), f| {
+        1 => t.0 = f.string()?,
+        2 => t.1 = f.string()?,
+    })
 }
 
 /// What a failed request's `v1` Status says.
@@ -281,15 +301,11 @@ pub fn status(body: &[u8]) -> Read<Status> {
     if (api_version.as_str(), kind.as_str()) != ("v1", "Status") {
         return Err(not_a("a v1 Status", &api_version, &kind));
     }
-    decode(body.take(length)?, |s: &mut Status, f| {
-        match f.number {
-            2 => s.status = f.string()?,
-            3 => s.message = f.string()?,
-            4 => s.reason = f.string()?,
-            6 => s.code = f.int32()?,
-            _ => {}
-        }
-        Ok(())
+    fields!(body.take(length)?, |s: Status, f| {
+        2 => s.status = f.string()?,
+        3 => s.message = f.string()?,
+        4 => s.reason = f.string()?,
+        6 => s.code = f.int32()?,
     })
 }
 
@@ -437,16 +453,13 @@ impl<'a> Field<'a> {
 
     /// A `metav1.Time`; Go writes the zero time as an empty message, which JSON prints as null.
     fn time(&self) -> Read<Option<Timestamp>> {
-        let mut fields = self.message()?;
+        let fields = self.message()?;
         if fields.bytes.is_empty() {
             return Ok(None);
         }
-        let mut seconds = 0;
-        while let Some(f) = fields.next()? {
-            if f.number == 1 {
-                seconds = f.int64()?;
-            }
-        }
+        let seconds = fields!(fields, |seconds: i64, f| {
+            1 => *seconds = f.int64()?,
+        })?;
         Timestamp::from_second(seconds)
             .map(Some)
             .map_err(|_| self.wrong("a time"))
@@ -460,41 +473,18 @@ impl<'a> Field<'a> {
     /// One `map<string, Quantity>` entry.
     fn quantity_entry(&self) -> Read<(String, Quantity)> {
         self.entry(|f| {
-            let mut quantity = f.message()?;
-            let mut text = String::new();
-            while let Some(q) = quantity.next()? {
-                if q.number == 1 {
-                    text = q.string()?;
-                }
-            }
-            Ok(Quantity(text))
+            fields!(f.message()?, |q: Quantity, f| {
+                1 => q.0 = f.string()?,
+            })
         })
     }
 
     fn entry<V: Default>(&self, value: impl Fn(&Field<'a>) -> Read<V>) -> Read<(String, V)> {
-        let mut fields = self.message()?;
-        let (mut k, mut v) = (String::new(), V::default());
-        while let Some(f) = fields.next()? {
-            match f.number {
-                1 => k = f.string()?,
-                2 => v = value(&f)?,
-                _ => {}
-            }
-        }
-        Ok((k, v))
+        fields!(self.message()?, |entry: (String, V), f| {
+            1 => entry.0 = f.string()?,
+            2 => entry.1 = value(f)?,
+        })
     }
-}
-
-/// Reads a message's fields into `T`, one `apply` per field.
-fn decode<'a, T: Default>(
-    mut fields: Fields<'a>,
-    mut apply: impl FnMut(&mut T, &Field<'a>) -> Read<()>,
-) -> Read<T> {
-    let mut value = T::default();
-    while let Some(field) = fields.next()? {
-        apply(&mut value, &field)?;
-    }
-    Ok(value)
 }
 
 /// A repeated field's items become `Some(list)`; JSON omits an empty list, so None stays None.
@@ -503,21 +493,16 @@ fn push_some<T>(list: &mut Option<Vec<T>>, item: T) {
 }
 
 fn meta(fields: Fields) -> Read<Meta> {
-    let mut labels = Vec::new();
-    let mut annotations = Vec::new();
-    let mut meta = decode(fields, |m: &mut Meta, f| {
-        match f.number {
-            1 => m.name = f.string()?,
-            3 => m.namespace = f.string()?,
-            5 => m.uid = f.string()?,
-            8 => m.creation_timestamp = f.time()?,
-            9 => m.deletion_timestamp = f.time()?,
-            11 => labels.push(f.string_entry()?),
-            12 => annotations.push(f.string_entry()?),
-            13 => m.owner_references.push(owner_reference(f.message()?)?),
-            _ => {}
-        }
-        Ok(())
+    let (mut labels, mut annotations) = (Vec::new(), Vec::new());
+    let mut meta = fields!(fields, |m: Meta, f| {
+        1 => m.name = f.string()?,
+        3 => m.namespace = f.string()?,
+        5 => m.uid = f.string()?,
+        8 => m.creation_timestamp = f.time()?,
+        9 => m.deletion_timestamp = f.time()?,
+        11 => labels.push(f.string_entry()?),
+        12 => annotations.push(f.string_entry()?),
+        13 => m.owner_references.push(owner_reference(f.message()?)?),
     })?;
     meta.labels = labels.into_iter().collect();
     meta.annotations = annotations.into_iter().collect();
@@ -525,81 +510,57 @@ fn meta(fields: Fields) -> Read<Meta> {
 }
 
 fn owner_reference(fields: Fields) -> Read<OwnerReference> {
-    decode(fields, |o: &mut OwnerReference, f| {
-        match f.number {
-            1 => o.kind = f.string()?,
-            3 => o.name = f.string()?,
-            4 => o.uid = f.string()?,
-            5 => o.api_version = f.string()?,
-            6 => o.controller = Some(f.bool()?),
-            7 => o.block_owner_deletion = Some(f.bool()?),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |o: OwnerReference, f| {
+        1 => o.kind = f.string()?,
+        3 => o.name = f.string()?,
+        4 => o.uid = f.string()?,
+        5 => o.api_version = f.string()?,
+        6 => o.controller = Some(f.bool()?),
+        7 => o.block_owner_deletion = Some(f.bool()?),
     })
 }
 
 /// NodeCondition and PodCondition number the fields the model keeps alike.
 fn condition(fields: Fields) -> Read<Condition> {
-    decode(fields, |c: &mut Condition, f| {
-        match f.number {
-            1 => c.type_ = f.string()?,
-            2 => c.status = f.string()?,
-            4 => c.last_transition_time = f.time()?,
-            5 => c.reason = f.string()?,
-            6 => c.message = f.string()?,
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |c: Condition, f| {
+        1 => c.type_ = f.string()?,
+        2 => c.status = f.string()?,
+        4 => c.last_transition_time = f.time()?,
+        5 => c.reason = f.string()?,
+        6 => c.message = f.string()?,
     })
 }
 
 fn node(fields: Fields) -> Read<Node> {
-    decode(fields, |n: &mut Node, f| {
-        match f.number {
-            1 => n.metadata = meta(f.message()?)?,
-            2 => n.spec = node_spec(f.message()?)?,
-            3 => n.status = node_status(f.message()?)?,
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |n: Node, f| {
+        1 => n.metadata = meta(f.message()?)?,
+        2 => n.spec = node_spec(f.message()?)?,
+        3 => n.status = node_status(f.message()?)?,
     })
 }
 
 fn node_spec(fields: Fields) -> Read<NodeSpec> {
-    decode(fields, |s: &mut NodeSpec, f| {
-        match f.number {
-            4 => s.unschedulable = f.bool()?,
-            5 => s.taints.push(taint(f.message()?)?),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |s: NodeSpec, f| {
+        4 => s.unschedulable = f.bool()?,
+        5 => s.taints.push(taint(f.message()?)?),
     })
 }
 
 fn taint(fields: Fields) -> Read<Taint> {
-    decode(fields, |t: &mut Taint, f| {
-        match f.number {
-            1 => t.key = f.string()?,
-            2 => t.value = f.omitted_if_empty()?,
-            3 => t.effect = f.string()?,
-            4 => t.time_added = f.time()?.map(Time),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |t: Taint, f| {
+        1 => t.key = f.string()?,
+        2 => t.value = f.omitted_if_empty()?,
+        3 => t.effect = f.string()?,
+        4 => t.time_added = f.time()?.map(Time),
     })
 }
 
 fn node_status(fields: Fields) -> Read<NodeStatus> {
     let (mut capacity, mut allocatable) = (Vec::new(), Vec::new());
-    let mut status = decode(fields, |s: &mut NodeStatus, f| {
-        match f.number {
-            1 => capacity.push(f.quantity_entry()?),
-            2 => allocatable.push(f.quantity_entry()?),
-            4 => s.conditions.push(condition(f.message()?)?),
-            _ => {}
-        }
-        Ok(())
+    let mut status = fields!(fields, |s: NodeStatus, f| {
+        1 => capacity.push(f.quantity_entry()?),
+        2 => allocatable.push(f.quantity_entry()?),
+        4 => s.conditions.push(condition(f.message()?)?),
     })?;
     status.capacity = capacity.into_iter().collect();
     status.allocatable = allocatable.into_iter().collect();
@@ -607,37 +568,27 @@ fn node_status(fields: Fields) -> Read<NodeStatus> {
 }
 
 fn pod(fields: Fields) -> Read<Pod> {
-    decode(fields, |p: &mut Pod, f| {
-        match f.number {
-            1 => p.metadata = meta(f.message()?)?,
-            2 => p.spec = pod_spec(f.message()?)?,
-            3 => p.status = pod_status(f.message()?)?,
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |p: Pod, f| {
+        1 => p.metadata = meta(f.message()?)?,
+        2 => p.spec = pod_spec(f.message()?)?,
+        3 => p.status = pod_status(f.message()?)?,
     })
 }
 
 fn pod_spec(fields: Fields) -> Read<PodSpec> {
     let (mut node_selector, mut overhead) = (Vec::new(), Vec::new());
-    let mut spec = decode(fields, |s: &mut PodSpec, f| {
-        match f.number {
-            1 => s.volumes.push(volume(f.message()?)?),
-            2 => s.containers.push(container(f.message()?)?),
-            7 => node_selector.push(f.string_entry()?),
-            10 => s.node_name = f.string()?,
-            18 => s.affinity = Some(Box::new(affinity(f.message()?)?)),
-            19 => s.scheduler_name = f.string()?,
-            20 => s.init_containers.push(container(f.message()?)?),
-            22 => s.tolerations.push(toleration(f.message()?)?),
-            25 => s.priority = Some(f.int32()?),
-            32 => overhead.push(f.quantity_entry()?),
-            33 => s
-                .topology_spread_constraints
-                .push(spread_constraint(f.message()?)?),
-            _ => {}
-        }
-        Ok(())
+    let mut spec = fields!(fields, |s: PodSpec, f| {
+        1 => s.volumes.push(volume(f.message()?)?),
+        2 => s.containers.push(container(f.message()?)?),
+        7 => node_selector.push(f.string_entry()?),
+        10 => s.node_name = f.string()?,
+        18 => s.affinity = Some(Box::new(affinity(f.message()?)?)),
+        19 => s.scheduler_name = f.string()?,
+        20 => s.init_containers.push(container(f.message()?)?),
+        22 => s.tolerations.push(toleration(f.message()?)?),
+        25 => s.priority = Some(f.int32()?),
+        32 => overhead.push(f.quantity_entry()?),
+        33 => s.topology_spread_constraints.push(spread_constraint(f.message()?)?),
     })?;
     spec.node_selector = node_selector.into_iter().collect();
     spec.overhead = overhead.into_iter().collect();
@@ -645,51 +596,34 @@ fn pod_spec(fields: Fields) -> Read<PodSpec> {
 }
 
 fn volume(fields: Fields) -> Read<Volume> {
-    decode(fields, |v: &mut Volume, f| {
-        match f.number {
-            1 => v.name = f.string()?,
-            // The volume source, inlined in JSON; only a claim is read.
-            2 => {
-                let mut source = f.message()?;
-                while let Some(s) = source.next()? {
-                    if s.number == 10 {
-                        v.persistent_volume_claim =
-                            Some(decode(s.message()?, |c: &mut ClaimSource, f| {
-                                if f.number == 1 {
-                                    c.claim_name = f.string()?;
-                                }
-                                Ok(())
-                            })?);
-                    }
-                }
-            }
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |v: Volume, f| {
+        1 => v.name = f.string()?,
+        // The volume source, inlined in JSON; only a claim is read.
+        2 => v.persistent_volume_claim = claim_source(f.message()?)?,
+    })
+}
+
+fn claim_source(fields: Fields) -> Read<Option<ClaimSource>> {
+    fields!(fields, |claim: Option<ClaimSource>, f| {
+        10 => *claim = Some(fields!(f.message()?, |c: ClaimSource, f| {
+            1 => c.claim_name = f.string()?,
+        })?),
     })
 }
 
 fn container(fields: Fields) -> Read<Container> {
-    decode(fields, |c: &mut Container, f| {
-        match f.number {
-            1 => c.name = f.string()?,
-            8 => c.resources = resources(f.message()?)?,
-            24 => c.restart_policy = f.string()?,
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |c: Container, f| {
+        1 => c.name = f.string()?,
+        8 => c.resources = resources(f.message()?)?,
+        24 => c.restart_policy = f.string()?,
     })
 }
 
 fn resources(fields: Fields) -> Read<Resources> {
-    let (mut limits, mut requests) = (Vec::new(), Vec::new());
-    decode(fields, |_: &mut (), f| {
-        match f.number {
-            1 => limits.push(f.quantity_entry()?),
-            2 => requests.push(f.quantity_entry()?),
-            _ => {}
-        }
-        Ok(())
+    type Entries = Vec<(String, Quantity)>;
+    let (limits, requests) = fields!(fields, |lists: (Entries, Entries), f| {
+        1 => lists.0.push(f.quantity_entry()?),
+        2 => lists.1.push(f.quantity_entry()?),
     })?;
     Ok(Resources {
         limits: limits.into_iter().collect(),
@@ -698,93 +632,63 @@ fn resources(fields: Fields) -> Read<Resources> {
 }
 
 fn toleration(fields: Fields) -> Read<Toleration> {
-    decode(fields, |t: &mut Toleration, f| {
-        match f.number {
-            1 => t.key = f.omitted_if_empty()?,
-            2 => t.operator = f.omitted_if_empty()?,
-            3 => t.value = f.omitted_if_empty()?,
-            4 => t.effect = f.omitted_if_empty()?,
-            5 => t.toleration_seconds = Some(f.int64()?),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |t: Toleration, f| {
+        1 => t.key = f.omitted_if_empty()?,
+        2 => t.operator = f.omitted_if_empty()?,
+        3 => t.value = f.omitted_if_empty()?,
+        4 => t.effect = f.omitted_if_empty()?,
+        5 => t.toleration_seconds = Some(f.int64()?),
     })
 }
 
 fn affinity(fields: Fields) -> Read<Affinity> {
-    decode(fields, |a: &mut Affinity, f| {
-        match f.number {
-            1 => a.node_affinity = Some(node_affinity(f.message()?)?),
-            2 => {
-                let (required, preferred) = pod_affinity(f.message()?)?;
-                a.pod_affinity = Some(PodAffinity {
-                    required_during_scheduling_ignored_during_execution: required,
-                    preferred_during_scheduling_ignored_during_execution: preferred,
-                });
-            }
-            3 => {
-                let (required, preferred) = pod_affinity(f.message()?)?;
-                a.pod_anti_affinity = Some(PodAntiAffinity {
-                    required_during_scheduling_ignored_during_execution: required,
-                    preferred_during_scheduling_ignored_during_execution: preferred,
-                });
-            }
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |a: Affinity, f| {
+        1 => a.node_affinity = Some(node_affinity(f.message()?)?),
+        2 => {
+            let (required, preferred) = pod_affinity(f.message()?)?;
+            a.pod_affinity = Some(PodAffinity {
+                required_during_scheduling_ignored_during_execution: required,
+                preferred_during_scheduling_ignored_during_execution: preferred,
+            });
+        },
+        3 => {
+            let (required, preferred) = pod_affinity(f.message()?)?;
+            a.pod_anti_affinity = Some(PodAntiAffinity {
+                required_during_scheduling_ignored_during_execution: required,
+                preferred_during_scheduling_ignored_during_execution: preferred,
+            });
+        },
     })
 }
 
 fn node_affinity(fields: Fields) -> Read<NodeAffinity> {
-    decode(fields, |a: &mut NodeAffinity, f| {
-        match f.number {
-            1 => {
-                a.required_during_scheduling_ignored_during_execution =
-                    Some(decode(f.message()?, |s: &mut NodeSelector, f| {
-                        if f.number == 1 {
-                            s.node_selector_terms
-                                .push(node_selector_term(f.message()?)?);
-                        }
-                        Ok(())
-                    })?)
-            }
-            2 => push_some(
-                &mut a.preferred_during_scheduling_ignored_during_execution,
-                decode(f.message()?, |t: &mut PreferredSchedulingTerm, f| {
-                    match f.number {
-                        1 => t.weight = f.int32()?,
-                        2 => t.preference = node_selector_term(f.message()?)?,
-                        _ => {}
-                    }
-                    Ok(())
-                })?,
-            ),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |a: NodeAffinity, f| {
+        1 => a.required_during_scheduling_ignored_during_execution =
+            Some(fields!(f.message()?, |s: NodeSelector, f| {
+                1 => s.node_selector_terms.push(node_selector_term(f.message()?)?),
+            })?),
+        2 => push_some(
+            &mut a.preferred_during_scheduling_ignored_during_execution,
+            fields!(f.message()?, |t: PreferredSchedulingTerm, f| {
+                1 => t.weight = f.int32()?,
+                2 => t.preference = node_selector_term(f.message()?)?,
+            })?,
+        ),
     })
 }
 
 fn node_selector_term(fields: Fields) -> Read<NodeSelectorTerm> {
-    decode(fields, |t: &mut NodeSelectorTerm, f| {
-        match f.number {
-            1 => push_some(&mut t.match_expressions, node_requirement(f.message()?)?),
-            2 => push_some(&mut t.match_fields, node_requirement(f.message()?)?),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |t: NodeSelectorTerm, f| {
+        1 => push_some(&mut t.match_expressions, node_requirement(f.message()?)?),
+        2 => push_some(&mut t.match_fields, node_requirement(f.message()?)?),
     })
 }
 
 fn node_requirement(fields: Fields) -> Read<NodeSelectorRequirement> {
-    decode(fields, |r: &mut NodeSelectorRequirement, f| {
-        match f.number {
-            1 => r.key = f.string()?,
-            2 => r.operator = f.string()?,
-            3 => push_some(&mut r.values, f.string()?),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |r: NodeSelectorRequirement, f| {
+        1 => r.key = f.string()?,
+        2 => r.operator = f.string()?,
+        3 => push_some(&mut r.values, f.string()?),
     })
 }
 
@@ -795,116 +699,76 @@ type AffinityTerms = (
 );
 
 fn pod_affinity(fields: Fields) -> Read<AffinityTerms> {
-    decode(fields, |(required, preferred): &mut AffinityTerms, f| {
-        match f.number {
-            1 => push_some(required, pod_affinity_term(f.message()?)?),
-            2 => push_some(
-                preferred,
-                decode(f.message()?, |w: &mut WeightedPodAffinityTerm, f| {
-                    match f.number {
-                        1 => w.weight = f.int32()?,
-                        2 => w.pod_affinity_term = pod_affinity_term(f.message()?)?,
-                        _ => {}
-                    }
-                    Ok(())
-                })?,
-            ),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |terms: AffinityTerms, f| {
+        1 => push_some(&mut terms.0, pod_affinity_term(f.message()?)?),
+        2 => push_some(
+            &mut terms.1,
+            fields!(f.message()?, |w: WeightedPodAffinityTerm, f| {
+                1 => w.weight = f.int32()?,
+                2 => w.pod_affinity_term = pod_affinity_term(f.message()?)?,
+            })?,
+        ),
     })
 }
 
 fn pod_affinity_term(fields: Fields) -> Read<PodAffinityTerm> {
-    decode(fields, |t: &mut PodAffinityTerm, f| {
-        match f.number {
-            1 => t.label_selector = Some(label_selector(f.message()?)?),
-            2 => push_some(&mut t.namespaces, f.string()?),
-            3 => t.topology_key = f.string()?,
-            4 => t.namespace_selector = Some(label_selector(f.message()?)?),
-            5 => push_some(&mut t.match_label_keys, f.string()?),
-            6 => push_some(&mut t.mismatch_label_keys, f.string()?),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |t: PodAffinityTerm, f| {
+        1 => t.label_selector = Some(label_selector(f.message()?)?),
+        2 => push_some(&mut t.namespaces, f.string()?),
+        3 => t.topology_key = f.string()?,
+        4 => t.namespace_selector = Some(label_selector(f.message()?)?),
+        5 => push_some(&mut t.match_label_keys, f.string()?),
+        6 => push_some(&mut t.mismatch_label_keys, f.string()?),
     })
 }
 
 fn label_selector(fields: Fields) -> Read<LabelSelector> {
-    decode(fields, |s: &mut LabelSelector, f| {
-        match f.number {
-            1 => {
-                let (key, value) = f.string_entry()?;
-                s.match_labels.get_or_insert_default().insert(key, value);
-            }
-            2 => push_some(
-                &mut s.match_expressions,
-                decode(f.message()?, |r: &mut LabelSelectorRequirement, f| {
-                    match f.number {
-                        1 => r.key = f.string()?,
-                        2 => r.operator = f.string()?,
-                        3 => push_some(&mut r.values, f.string()?),
-                        _ => {}
-                    }
-                    Ok(())
-                })?,
-            ),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |s: LabelSelector, f| {
+        1 => {
+            let (key, value) = f.string_entry()?;
+            s.match_labels.get_or_insert_default().insert(key, value);
+        },
+        2 => push_some(
+            &mut s.match_expressions,
+            fields!(f.message()?, |r: LabelSelectorRequirement, f| {
+                1 => r.key = f.string()?,
+                2 => r.operator = f.string()?,
+                3 => push_some(&mut r.values, f.string()?),
+            })?,
+        ),
     })
 }
 
 fn spread_constraint(fields: Fields) -> Read<TopologySpreadConstraint> {
-    decode(fields, |c: &mut TopologySpreadConstraint, f| {
-        match f.number {
-            1 => c.max_skew = f.int32()?,
-            2 => c.topology_key = f.string()?,
-            3 => c.when_unsatisfiable = f.string()?,
-            4 => c.label_selector = Some(label_selector(f.message()?)?),
-            5 => c.min_domains = Some(f.int32()?),
-            6 => c.node_affinity_policy = Some(f.string()?),
-            7 => c.node_taints_policy = Some(f.string()?),
-            8 => push_some(&mut c.match_label_keys, f.string()?),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |c: TopologySpreadConstraint, f| {
+        1 => c.max_skew = f.int32()?,
+        2 => c.topology_key = f.string()?,
+        3 => c.when_unsatisfiable = f.string()?,
+        4 => c.label_selector = Some(label_selector(f.message()?)?),
+        5 => c.min_domains = Some(f.int32()?),
+        6 => c.node_affinity_policy = Some(f.string()?),
+        7 => c.node_taints_policy = Some(f.string()?),
+        8 => push_some(&mut c.match_label_keys, f.string()?),
     })
 }
 
 fn pod_status(fields: Fields) -> Read<PodStatus> {
-    decode(fields, |s: &mut PodStatus, f| {
-        match f.number {
-            1 => s.phase = f.string()?,
-            2 => s.conditions.push(condition(f.message()?)?),
-            7 => s.start_time = f.time()?,
-            8 => s.container_statuses.push(container_status(f.message()?)?),
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |s: PodStatus, f| {
+        1 => s.phase = f.string()?,
+        2 => s.conditions.push(condition(f.message()?)?),
+        7 => s.start_time = f.time()?,
+        8 => s.container_statuses.push(container_status(f.message()?)?),
     })
 }
 
 fn container_status(fields: Fields) -> Read<ContainerStatus> {
-    decode(fields, |c: &mut ContainerStatus, f| {
-        match f.number {
-            1 => c.name = f.string()?,
-            2 => {
-                c.state = decode(f.message()?, |s: &mut ContainerState, f| {
-                    if f.number == 1 {
-                        s.waiting = Some(decode(f.message()?, |w: &mut ContainerWaiting, f| {
-                            if f.number == 1 {
-                                w.reason = f.string()?;
-                            }
-                            Ok(())
-                        })?);
-                    }
-                    Ok(())
-                })?
-            }
-            5 => c.restart_count = f.int32()?,
-            _ => {}
-        }
-        Ok(())
+    fields!(fields, |c: ContainerStatus, f| {
+        1 => c.name = f.string()?,
+        2 => c.state = fields!(f.message()?, |s: ContainerState, f| {
+            1 => s.waiting = Some(fields!(f.message()?, |w: ContainerWaiting, f| {
+                1 => w.reason = f.string()?,
+            })?),
+        })?,
+        5 => c.restart_count = f.int32()?,
     })
 }
