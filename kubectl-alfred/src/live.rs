@@ -1,5 +1,5 @@
-//! Reading the live cluster: one paged list (500 a page) per kind, fed through the same loader
-//! as snapshot files, so a malformed object is reported by name and field path.
+//! Reading the live cluster: one list per kind, nodes and pods in protobuf, fed through the same
+//! loader as snapshot files, so a malformed object is reported by name and field path.
 
 use alfred::snapshot::{Snapshot, SnapshotError, SnapshotInfo, protobuf};
 use anyhow::{Context, Result, anyhow, bail};
@@ -7,7 +7,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::Status;
-use kube::core::response::StatusSummary;
 use kube::{Client, Config};
 use serde::Deserialize;
 
@@ -25,8 +24,8 @@ struct Kind {
     what: &'static str,
     path: &'static str,
     required: bool,
-    /// Read as protobuf, which the API server encodes several times faster than JSON: the
-    /// large core kinds whose model has a protobuf reader.
+    /// Asked for in protobuf, which the API server encodes about twice as fast as JSON: the
+    /// large core kinds, which the model reads in protobuf too.
     protobuf: bool,
 }
 
@@ -288,7 +287,7 @@ async fn pod_group_resources(client: &Client) -> Option<Vec<String>> {
 async fn list_pages(
     client: &Client,
     limit: RequestTimeout,
-    kind: &'static Kind,
+    kind: &Kind,
     field_selector: Option<&str>,
     progress: &Progress,
 ) -> Result<Option<Snapshot>> {
@@ -330,8 +329,7 @@ async fn list_pages(
 
 /// A list request: the first from the watch cache (`resourceVersion=0`), whose answer is the
 /// whole list (the cache does not page); `limit` pages it only where the API server reads etcd
-/// instead (watch cache off), and later pages follow the continue token. Nodes and pods are
-/// asked for in protobuf, which the API server encodes several times faster than JSON.
+/// instead (watch cache off), and later pages follow the continue token.
 fn list_request(kind: &Kind, params: &ListParams) -> Result<http::Request<Vec<u8>>> {
     let first = params.continue_token.is_none();
     let params = match first {
@@ -418,23 +416,21 @@ async fn read_page(
         });
         return Ok(finished(reader.await));
     }
-    let read = match is_protobuf {
-        true => protobuf::status(&body).ok().map(|s| Status {
-            status: Some(match s.status.as_str() {
-                "Success" => StatusSummary::Success,
-                _ => StatusSummary::Failure,
-            }),
-            message: s.message,
-            reason: s.reason,
-            code: u16::try_from(s.code).unwrap_or(code.as_u16()),
-            ..Status::default()
-        }),
-        false => serde_json::from_slice::<Status>(&body).ok(),
+    Err(failed(code, is_protobuf, &body))
+}
+
+/// The Status of a failed request, in either encoding; its text when it holds none.
+fn failed(code: http::StatusCode, is_protobuf: bool, body: &[u8]) -> kube::Error {
+    let status = match is_protobuf {
+        true => protobuf::status(body)
+            .ok()
+            .map(|s| Status::failure(&s.message, &s.reason).with_code(code.as_u16())),
+        false => serde_json::from_slice::<Status>(body).ok(),
     };
-    let status = read.unwrap_or_else(|| {
-        Status::failure(String::from_utf8_lossy(&body).trim(), "").with_code(code.as_u16())
+    let status = status.unwrap_or_else(|| {
+        Status::failure(String::from_utf8_lossy(body).trim(), "").with_code(code.as_u16())
     });
-    Err(kube::Error::Api(status.boxed()))
+    kube::Error::Api(status.boxed())
 }
 
 #[cfg(test)]

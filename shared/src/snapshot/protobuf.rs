@@ -288,7 +288,6 @@ fn type_meta_of(fields: Fields) -> Read<(String, String)> {
 /// What a failed request's `v1` Status says.
 #[derive(Debug, Default, PartialEq)]
 pub struct Status {
-    pub status: String,
     pub message: String,
     pub reason: String,
     pub code: i32,
@@ -302,7 +301,6 @@ pub fn status(body: &[u8]) -> Read<Status> {
         return Err(not_a("a v1 Status", &api_version, &kind));
     }
     fields!(body.take(length)?, |s: Status, f| {
-        2 => s.status = f.string()?,
         3 => s.message = f.string()?,
         4 => s.reason = f.string()?,
         6 => s.code = f.int32()?,
