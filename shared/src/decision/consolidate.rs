@@ -1126,7 +1126,12 @@ impl<'a, 's> Planner<'a, 's> {
                     gpus: g,
                     ..
                 } = self.movables[x].pods[0];
-                let Some(to) = self.direct(trial, &extra, x, moved, Some(n)) else {
+                let to = self.direct(trial, &extra, x, moved, Some(n)).or_else(|| {
+                    gpus_there
+                        .then(|| self.second_link(trial, &mut extra, &mut plan, x, n, pod))
+                        .flatten()
+                });
+                let Some(to) = to else {
                     continue;
                 };
                 extra.push((to, moved, true));
@@ -1154,6 +1159,67 @@ impl<'a, 's> Planner<'a, 's> {
             trial.moves.push((x, vec![to]));
         }
         Some(n)
+    }
+
+    /// Room for single-pod movable `x`, which leaves node `n` to make room for `pod`, made on
+    /// another node by moving that node's smaller Instances onto room that exists: a chain's
+    /// second link. Its moves are added to `plan` and `extra`; returns the node for `x`.
+    fn second_link(
+        &self,
+        trial: &Trial,
+        extra: &mut Vec<Staged>,
+        plan: &mut Chain,
+        x: usize,
+        n: usize,
+        pod: usize,
+    ) -> Option<usize> {
+        let MovablePod {
+            pod: moved, gpus, ..
+        } = self.movables[x].pods[0];
+        let movable = &self.movables[x];
+        let component = self.ctx.cluster.instances[movable.instance].component;
+        let room_index = self.room.get(&movable.pool)?;
+        let candidates = (0..2u8)
+            .flat_map(|rank| {
+                let short_of_gpus = room_index.range((rank, 0, 0)..(rank, gpus, 0)).rev();
+                with_room(room_index, rank, gpus).chain(short_of_gpus.map(|&(_, _, z)| z))
+            })
+            .filter(|&z| {
+                z != n
+                    && !trial.leaving.contains(&z)
+                    && !trial.delta.contains_key(&z)
+                    && !extra.iter().any(|e| e.0 == z)
+                    && self.ctx.model_allows(component, z)
+            })
+            .filter_map(|z| Some((z, self.room_made_on(trial, z, moved)?)))
+            .take(CHAIN_SCAN);
+        for (z, smaller) in candidates {
+            // The room on `n` is `pod`'s: nothing of this link may take it.
+            let mut local = extra.clone();
+            local.push((n, pod, true));
+            let mut links = Vec::new();
+            let mut room = self.spare_in(trial, z);
+            for &y in &smaller {
+                let MovablePod {
+                    pod: y_pod,
+                    gpus: g,
+                    ..
+                } = self.movables[y].pods[0];
+                let Some(to) = self.direct(trial, &local, y, y_pod, Some(z)) else {
+                    continue;
+                };
+                local.push((to, y_pod, true));
+                local.push((z, y_pod, false));
+                links.push((y, to));
+                room += g;
+                if room >= gpus && self.admits(moved, z, &[&trial.staged, &local]) {
+                    extra.extend(local.drain(extra.len() + 1..));
+                    plan.extend(links);
+                    return Some(z);
+                }
+            }
+        }
+        None
     }
 
     /// Node `n`'s single-pod Instances no larger than `pod` (smaller ones, or where the GPUs
