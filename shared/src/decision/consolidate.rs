@@ -1078,17 +1078,10 @@ impl<'a, 's> Planner<'a, 's> {
             }
             smaller
         };
-        // Nodes with the GPUs but short of something else (CPU, memory) first, then those
-        // with the most room short of `gpus` (they need the fewest moves), of those where
-        // room can be made at all.
+        // Of the nodes where room can be made at all (`room_to_make`).
         let room_index = self.room.get(&movable.pool)?;
         let nodes = (0..2u8).flat_map(|rank| {
-            let short_of_gpus = room_index
-                .range((rank, 0, 0)..(rank, gpus, 0))
-                .rev()
-                .filter(|_| !gpus_there);
-            with_room(room_index, rank, gpus)
-                .chain(short_of_gpus.map(|&(_, _, n)| n))
+            room_to_make(room_index, rank, gpus, !gpus_there)
                 .filter(|n| !trial.delta.contains_key(n))
                 .filter_map(|n| Some((n, smaller_on(n)?)))
                 .take(CHAIN_SCAN)
@@ -1180,10 +1173,7 @@ impl<'a, 's> Planner<'a, 's> {
         let component = self.ctx.cluster.instances[movable.instance].component;
         let room_index = self.room.get(&movable.pool)?;
         let candidates = (0..2u8)
-            .flat_map(|rank| {
-                let short_of_gpus = room_index.range((rank, 0, 0)..(rank, gpus, 0)).rev();
-                with_room(room_index, rank, gpus).chain(short_of_gpus.map(|&(_, _, z)| z))
-            })
+            .flat_map(|rank| room_to_make(room_index, rank, gpus, true))
             .filter(|&z| {
                 z != n
                     && !trial.leaving.contains(&z)
@@ -1332,6 +1322,23 @@ fn with_room(
     index
         .range((rank, gpus, 0)..(rank + 1, 0, 0))
         .map(|&(_, _, n)| n)
+}
+
+/// Where room for `gpus` can be made among a pool's nodes of `rank`: those with the GPUs (short
+/// of something else), least room first, then, with `short_of_gpus`, those with less room, most
+/// first (they need the fewest moves).
+fn room_to_make(
+    index: &BTreeSet<(u8, i64, usize)>,
+    rank: u8,
+    gpus: i64,
+    short_of_gpus: bool,
+) -> impl Iterator<Item = usize> + '_ {
+    let short = index
+        .range((rank, 0, 0)..(rank, gpus, 0))
+        .rev()
+        .filter(move |_| short_of_gpus)
+        .map(|&(_, _, n)| n);
+    with_room(index, rank, gpus).chain(short)
 }
 
 /// Pending GPUs seated per (signature, pool, room), for one round.
