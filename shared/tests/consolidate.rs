@@ -494,3 +494,49 @@ fn a_cpu_short_node_takes_two_pods_once_a_heavier_one_swaps_out() {
         ["team/x to c", "team/p to b", "team/q to b"]
     );
 }
+
+#[test]
+fn an_instance_in_the_way_gets_its_room_from_one_more_move() {
+    // An 8-GPU pod waits for a (p: 1 GPU, 11 CPUs, 200 GiB). b, c and d have a GPU free each.
+    // p fits only on b, once x (14 CPUs) leaves it; x fits only on c, once y (4 CPUs) leaves
+    // it; y fits on d. c never holds p (its daemon's memory), d holds neither p nor x.
+    let cpu = |cpu: &'static str| {
+        move |p: &mut serde_json::Value| {
+            p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = serde_json::json!(cpu)
+        }
+    };
+    let w = World::new()
+        .node("a", 8)
+        .node("b", 8)
+        .node("c", 8)
+        .node("d", 8)
+        .omenative("team", "p", &[("a", 1)])
+        .omenative("team", "fill-b", &[("b", 6)])
+        .omenative("team", "x", &[("b", 1)])
+        .omenative("team", "fill-c", &[("c", 6)])
+        .omenative("team", "y", &[("c", 1)])
+        .omenative("team", "fill-d", &[("d", 7)])
+        .annotate("fill-b", "alfred.ome.io/movable", "false")
+        .annotate("fill-c", "alfred.ome.io/movable", "false")
+        .annotate("fill-d", "alfred.ome.io/movable", "false")
+        .edit("Pod", "p-engine-0-default-0", |p| {
+            p["spec"]["containers"][0]["resources"]["requests"]["memory"] =
+                serde_json::json!("200Gi")
+        })
+        .edit("Pod", "x-engine-0-default-0", cpu("14"))
+        .edit("Pod", "y-engine-0-default-0", cpu("4"))
+        .cpu_pod("b", "10", serde_json::json!({}))
+        .cpu_pod("c", "14", serde_json::json!({}))
+        .edit("Pod", "daemon-c", |p| {
+            p["spec"]["containers"][0]["resources"]["requests"]["memory"] =
+                serde_json::json!("100Gi")
+        })
+        .cpu_pod("d", "10", serde_json::json!({}))
+        .pending("team", "wait-0", 8, 20, "wait");
+    let plan = plan_of(&w, None);
+    assert_eq!(plan.after().pending_gpus, 8, "{:?}", plan.steps);
+    assert_eq!(
+        moves_of(&plan),
+        ["team/y to d", "team/x to c", "team/p to b"]
+    );
+}
