@@ -176,9 +176,10 @@ struct Planner<'a, 's> {
     /// Per pod with a place in the plan: the index of its shape and requests (pods with the
     /// same fit the same nodes).
     fit_of: FxMap<usize, usize>,
-    /// (fit, node) where no room can be made for the fit by moving smaller Instances out,
-    /// with the node's version then.
-    no_room: std::cell::RefCell<FxMap<(usize, usize), u32>>,
+    /// (fit, node) where no room can be made for the fit by moving smaller Instances out.
+    no_room: Refusals,
+    /// (fit, node) where the fit's requests do not fit as the plan so far leaves the node.
+    no_fit: Refusals,
     /// Per shape and node: 0 not worked out yet, 1 allowed, 2 refused (they do not change).
     allowed: std::cell::RefCell<Vec<Vec<u8>>>,
     /// (pod, node) placements found to fail a filter that depends on other pods.
@@ -456,7 +457,8 @@ impl<'a, 's> Planner<'a, 's> {
             surges,
             shape_of,
             fit_of,
-            no_room: Default::default(),
+            no_room: Refusals::new(fit_index.len()),
+            no_fit: Refusals::new(fit_index.len()),
             allowed: std::cell::RefCell::new(allowed),
             refused: Default::default(),
             gpus_only: false,
@@ -971,9 +973,20 @@ impl<'a, 's> Planner<'a, 's> {
     /// being worked out on top of the plan so far? Those that depend on other pods' places
     /// (spread, pod affinity) are checked when the action is made (`apply`).
     fn admits(&self, pod: usize, n: usize, staged: &[&[Staged]]) -> bool {
-        self.allows(pod, n)
-            && !self.refused.contains(&(pod, n))
-            && self.surges.has_room(pod, n, staged)
+        if !self.allows(pod, n) || self.refused.contains(&(pod, n)) {
+            return false;
+        }
+        // Where nothing being worked out touches the node, the answer holds until it changes.
+        let fit = self.fit_of[&pod];
+        let untouched = staged.iter().all(|s| s.iter().all(|e| e.0 != n));
+        if untouched && self.no_fit.known(fit, n, self.version[n]) {
+            return false;
+        }
+        let fits = self.surges.has_room(pod, n, staged);
+        if untouched && !fits {
+            self.no_fit.remember(fit, n, &self.version);
+        }
+        fits
     }
 
     /// The filters that do not depend on other pods, worked out once per shape and node.
@@ -1069,12 +1082,12 @@ impl<'a, 's> Planner<'a, 's> {
                 return None;
             }
             let remembered = !trial.delta.contains_key(&n);
-            if remembered && self.no_room.borrow().get(&(fit, n)) == Some(&self.version[n]) {
+            if remembered && self.no_room.known(fit, n, self.version[n]) {
                 return None;
             }
             let smaller = self.room_made_on(trial, n, pod);
             if remembered && smaller.is_none() {
-                self.no_room.borrow_mut().insert((fit, n), self.version[n]);
+                self.no_room.remember(fit, n, &self.version);
             }
             smaller
         };
@@ -1339,6 +1352,30 @@ fn room_to_make(
         .filter(move |_| short_of_gpus)
         .map(|&(_, _, n)| n);
     with_room(index, rank, gpus).chain(short)
+}
+
+/// Per fit and node, what was found not to hold there, with the node's version then (plus
+/// one; 0: nothing known); a fit's row is allocated when first written. Dense, as a chain asks
+/// it of thousands of nodes.
+struct Refusals(std::cell::RefCell<Vec<Vec<u32>>>);
+
+impl Refusals {
+    fn new(fits: usize) -> Self {
+        Refusals(std::cell::RefCell::new(vec![Vec::new(); fits]))
+    }
+
+    /// Whether it was found at the node's current `version`.
+    fn known(&self, fit: usize, n: usize, version: u32) -> bool {
+        self.0.borrow()[fit].get(n) == Some(&version.wrapping_add(1))
+    }
+
+    fn remember(&self, fit: usize, n: usize, versions: &[u32]) {
+        let mut rows = self.0.borrow_mut();
+        if rows[fit].is_empty() {
+            rows[fit] = vec![0; versions.len()];
+        }
+        rows[fit][n] = versions[n].wrapping_add(1);
+    }
 }
 
 /// Pending GPUs seated per (signature, pool, room), for one round.
