@@ -4,7 +4,7 @@
 //!
 //!     cargo run --release -p alfred-shared --example trace_bench -- \
 //!       --nodes NODES.csv --pods PODS.csv [--load 0.95] [--seed 1] [--eight-gpu-nodes N] \
-//!       [--repeat-nodes N] [--max-moves N] [--gpus-only] [--write SNAPSHOT]
+//!       [--repeat-nodes N] [--max-moves N] [--gpus-only] [--write SNAPSHOT] [--steps]
 //!
 //! `--eight-gpu-nodes N` replaces the node list with N 8-GPU nodes of the trace's commonest
 //! 8-GPU type; `--repeat-nodes N` repeats the node list to N nodes (the trace's mix of 1, 2, 4
@@ -15,7 +15,8 @@
 //! to plan. Pods request the trace's CPU and memory unless `--gpus-only`; the plan's steps
 //! are replayed as surges with plain arithmetic (each move's new pods beside the old ones,
 //! then the old ones gone) and the steps whose new pods find too little CPU, memory or GPUs
-//! on their target are counted.
+//! on their target are counted. `--steps` prints every step, so that two builds of the
+//! planner can be compared move by move, not only by their counts.
 
 use std::time::Instant;
 
@@ -201,6 +202,14 @@ fn run() -> Result<(), String> {
             "GPUs only"
         }
     );
+    if args.iter().any(|a| a == "--steps") {
+        for s in &plan.steps {
+            println!(
+                "step {}/{} {:?} -> {:?} (frees {})",
+                s.workload, s.instance, s.from, s.to, s.frees
+            );
+        }
+    }
     if args.iter().any(|a| a == "--detail") {
         detail(cluster, &movable, &now_, &ideal);
     }
