@@ -23,6 +23,7 @@
 //! hold, so a smaller pod seated in fewer moves does not take the room a larger one needs
 //! (until no action seats those).
 
+use std::cell::{RefCell, RefMut};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
@@ -176,12 +177,13 @@ struct Planner<'a, 's> {
     /// Per pod with a place in the plan: the index of its shape and requests (pods with the
     /// same fit the same nodes).
     fit_of: FxMap<usize, usize>,
-    /// (fit, node) where no room can be made for the fit by moving smaller Instances out.
-    no_room: Refusals,
-    /// (fit, node) where the fit's requests do not fit as the plan so far leaves the node.
-    no_fit: Refusals,
+    /// The nodes a direct move scans for a fit: not those where it does not fit.
+    open_to_fit: OpenNodes,
+    /// The nodes a chain scans for a fit: not those where no room can be made for it by
+    /// moving smaller Instances out.
+    open_to_make_room: OpenNodes,
     /// Per shape and node: 0 not worked out yet, 1 allowed, 2 refused (they do not change).
-    allowed: std::cell::RefCell<Vec<Vec<u8>>>,
+    allowed: RefCell<Vec<Vec<u8>>>,
     /// (pod, node) placements found to fail a filter that depends on other pods.
     refused: std::collections::HashSet<(usize, usize)>,
     /// Pending pods are seated by GPU room alone (`placeable`).
@@ -226,7 +228,7 @@ struct Planner<'a, 's> {
     moved: Vec<bool>,
     /// Per pool: (rank, unreserved room, node) of the target nodes, for best fit on nodes
     /// that cannot be emptied anyway (rank 0) before nodes that could (rank 1).
-    room: HashMap<String, BTreeSet<(u8, i64, usize)>>,
+    room: HashMap<String, RoomIndex>,
     /// Per node, while nothing on it changes: each prefix of its eviction order.
     candidates: Vec<Option<Vec<Prefix>>>,
     /// Per node: bumped whenever it changes, so older bounds of it are dropped.
@@ -457,9 +459,9 @@ impl<'a, 's> Planner<'a, 's> {
             surges,
             shape_of,
             fit_of,
-            no_room: Refusals::new(fit_index.len()),
-            no_fit: Refusals::new(fit_index.len()),
-            allowed: std::cell::RefCell::new(allowed),
+            open_to_fit: Default::default(),
+            open_to_make_room: Default::default(),
+            allowed: RefCell::new(allowed),
             refused: Default::default(),
             gpus_only: false,
             fixed,
@@ -541,6 +543,8 @@ impl<'a, 's> Planner<'a, 's> {
         } else {
             set.remove(&key);
         }
+        self.open_to_fit.update(pool, key, add);
+        self.open_to_make_room.update(pool, key, add);
         if let Some(p) = self.node_pool[n] {
             self.pool_spare[p] += if add { key.1 } else { -key.1 };
             let most = node.gpu_total - self.fixed[n] - self.reserved[n];
@@ -973,20 +977,12 @@ impl<'a, 's> Planner<'a, 's> {
     /// being worked out on top of the plan so far? Those that depend on other pods' places
     /// (spread, pod affinity) are checked when the action is made (`apply`).
     fn admits(&self, pod: usize, n: usize, staged: &[&[Staged]]) -> bool {
-        if !self.allows(pod, n) || self.refused.contains(&(pod, n)) {
-            return false;
-        }
-        // Where nothing being worked out touches the node, the answer holds until it changes.
-        let fit = self.fit_of[&pod];
-        let untouched = staged.iter().all(|s| s.iter().all(|e| e.0 != n));
-        if untouched && self.no_fit.known(fit, n, self.version[n]) {
-            return false;
-        }
-        let fits = self.surges.has_room(pod, n, staged);
-        if untouched && !fits {
-            self.no_fit.remember(fit, n, &self.version);
-        }
-        fits
+        !self.refused.contains(&(pod, n)) && self.fits(pod, n, staged)
+    }
+
+    /// The part of `admits` that holds alike for every pod of a fit.
+    fn fits(&self, pod: usize, n: usize, staged: &[&[Staged]]) -> bool {
+        self.allows(pod, n) && self.surges.has_room(pod, n, staged)
     }
 
     /// The filters that do not depend on other pods, worked out once per shape and node.
@@ -1048,12 +1044,28 @@ impl<'a, 's> Planner<'a, 's> {
             })
             .filter(|&n| usable(n))
             .min_by_key(|&n| (self.rank(n), room(n), n));
+        // Away from the action, whether the pod fits depends on the node and its fit alone:
+        // a node where it does not is closed to the fit until the node changes.
         let index = self.room.get(&movable.pool)?;
+        let mut open = self
+            .open_to_fit
+            .of(&movable.pool, self.fit_of[&pod], index)?;
+        let mut closed = Vec::new();
         let indexed = (0..2u8).find_map(|rank| {
-            with_room(index, rank, gpus).find(|&n| {
-                !trial.delta.contains_key(&n) && !extra.iter().any(|e| e.0 == n) && usable(n)
+            with_room(&open, rank, gpus).find(|&n| {
+                if trial.delta.contains_key(&n) || extra.iter().any(|e| e.0 == n) {
+                    return false;
+                }
+                if !self.fits(pod, n, &[]) {
+                    closed.push(n);
+                    return false;
+                }
+                usable(n)
             })
         });
+        for n in closed {
+            open.remove(&(self.rank(n), self.spare(n), n));
+        }
         match (changed, indexed) {
             (Some(a), Some(b)) => {
                 let key = |n: usize| (self.rank(n), room(n), n);
@@ -1074,29 +1086,26 @@ impl<'a, 's> Planner<'a, 's> {
         // ((rank, moves), node, the (movable, target) moves that make the room): room made on
         // a node that cannot be emptied anyway first, then the fewest moves.
         let mut best: Option<((u8, usize), usize, Chain)> = None;
-        // `room_made_on`, remembered for nodes away from the trial (where the answer depends
-        // on the node and the pod's fit alone) until the node changes.
-        let fit = self.fit_of[&pod];
-        let smaller_on = |n: usize| -> Option<Vec<usize>> {
-            if trial.leaving.contains(&n) || !self.ctx.model_allows(component, n) {
-                return None;
-            }
-            let remembered = !trial.delta.contains_key(&n);
-            if remembered && self.no_room.known(fit, n, self.version[n]) {
-                return None;
-            }
-            let smaller = self.room_made_on(trial, n, pod);
-            if remembered && smaller.is_none() {
-                self.no_room.remember(fit, n, &self.version);
-            }
-            smaller
-        };
-        // Of the nodes where room can be made at all (`room_to_make`).
+        let may_take =
+            |n: usize| !trial.leaving.contains(&n) && self.ctx.model_allows(component, n);
+        // Of the nodes where room can be made at all (`room_to_make`) and may be for this fit:
+        // away from the trial the answer depends on the node and the fit alone, so a node
+        // with none is closed to the fit until it changes.
         let room_index = self.room.get(&movable.pool)?;
+        let mut open = self
+            .open_to_make_room
+            .of(&movable.pool, self.fit_of[&pod], room_index)?;
+        let closed = RefCell::new(Vec::new());
         let nodes = (0..2u8).flat_map(|rank| {
-            room_to_make(room_index, rank, gpus, !gpus_there)
-                .filter(|n| !trial.delta.contains_key(n))
-                .filter_map(|n| Some((n, smaller_on(n)?)))
+            room_to_make(&open, rank, gpus, !gpus_there)
+                .filter(|&n| !trial.delta.contains_key(&n) && may_take(n))
+                .filter_map(|n| {
+                    let smaller = self.room_made_on(trial, n, pod);
+                    if smaller.is_none() {
+                        closed.borrow_mut().push(n);
+                    }
+                    Some((n, smaller?))
+                })
                 .take(CHAIN_SCAN)
         });
         let changed: Vec<(usize, Vec<usize>)> = trial
@@ -1106,7 +1115,8 @@ impl<'a, 's> Planner<'a, 's> {
             .filter(|&n| self.target[n])
             .filter(|&n| self.ctx.cluster.nodes[n].pool.as_ref() == Some(&movable.pool))
             .filter(|&n| !gpus_there || self.spare_in(trial, n) >= gpus)
-            .filter_map(|n| Some((n, smaller_on(n)?)))
+            .filter(|&n| may_take(n))
+            .filter_map(|n| Some((n, self.room_made_on(trial, n, pod)?)))
             .collect();
         for (n, smaller) in changed.into_iter().chain(nodes) {
             let rank = self.rank(n);
@@ -1149,6 +1159,9 @@ impl<'a, 's> Planner<'a, 's> {
             if fits && best.as_ref().is_none_or(|b| (rank, plan.len()) < b.0) {
                 best = Some(((rank, plan.len()), n, plan));
             }
+        }
+        for n in closed.into_inner() {
+            open.remove(&(self.rank(n), self.spare(n), n));
         }
         let (_, n, plan) = best?;
         for (x, to) in plan {
@@ -1327,11 +1340,7 @@ fn pools_holding(class_room: &[i64], gpus: i64) -> impl Iterator<Item = usize> +
 }
 
 /// A pool's nodes of `rank` with at least `gpus` of unreserved room, least room first.
-fn with_room(
-    index: &BTreeSet<(u8, i64, usize)>,
-    rank: u8,
-    gpus: i64,
-) -> impl Iterator<Item = usize> + '_ {
+fn with_room(index: &RoomIndex, rank: u8, gpus: i64) -> impl Iterator<Item = usize> + '_ {
     index
         .range((rank, gpus, 0)..(rank + 1, 0, 0))
         .map(|&(_, _, n)| n)
@@ -1341,7 +1350,7 @@ fn with_room(
 /// of something else), least room first, then, with `short_of_gpus`, those with less room, most
 /// first (they need the fewest moves).
 fn room_to_make(
-    index: &BTreeSet<(u8, i64, usize)>,
+    index: &RoomIndex,
     rank: u8,
     gpus: i64,
     short_of_gpus: bool,
@@ -1354,29 +1363,43 @@ fn room_to_make(
     with_room(index, rank, gpus).chain(short)
 }
 
-/// Per fit and node, what was found not to hold there, with the node's version then (plus
-/// one; 0: nothing known); a fit's row is allocated when first written. Dense, as a chain asks
-/// it of thousands of nodes.
-struct Refusals(std::cell::RefCell<Vec<Vec<u32>>>);
+/// Per pool and fit: the pool's room index less the nodes a scan found closed to the fit, as
+/// they are now; a node is back once it changes (`index_room`). Made on first use. A scan
+/// then skips what it found before instead of walking thousands of full nodes again.
+#[derive(Default)]
+struct OpenNodes(RefCell<HashMap<String, FxMap<usize, RoomIndex>>>);
 
-impl Refusals {
-    fn new(fits: usize) -> Self {
-        Refusals(std::cell::RefCell::new(vec![Vec::new(); fits]))
+impl OpenNodes {
+    fn of(&self, pool: &str, fit: usize, index: &RoomIndex) -> Option<RefMut<'_, RoomIndex>> {
+        RefMut::filter_map(self.0.borrow_mut(), |open| {
+            if !open.contains_key(pool) {
+                open.insert(pool.to_owned(), FxMap::default());
+            }
+            let by_fit = open.get_mut(pool)?;
+            Some(by_fit.entry(fit).or_insert_with(|| index.clone()))
+        })
+        .ok()
     }
 
-    /// Whether it was found at the node's current `version`.
-    fn known(&self, fit: usize, n: usize, version: u32) -> bool {
-        self.0.borrow()[fit].get(n) == Some(&version.wrapping_add(1))
-    }
-
-    fn remember(&self, fit: usize, n: usize, versions: &[u32]) {
-        let mut rows = self.0.borrow_mut();
-        if rows[fit].is_empty() {
-            rows[fit] = vec![0; versions.len()];
+    fn update(&mut self, pool: &str, key: (u8, i64, usize), add: bool) {
+        for set in self
+            .0
+            .get_mut()
+            .get_mut(pool)
+            .into_iter()
+            .flat_map(|o| o.values_mut())
+        {
+            if add {
+                set.insert(key);
+            } else {
+                set.remove(&key);
+            }
         }
-        rows[fit][n] = versions[n].wrapping_add(1);
     }
 }
+
+/// A pool's target nodes by (rank, unreserved room, node).
+type RoomIndex = BTreeSet<(u8, i64, usize)>;
 
 /// Pending GPUs seated per (signature, pool, room), for one round.
 type GainCache = FxMap<(usize, Option<usize>, i64), i64>;
@@ -1473,4 +1496,33 @@ struct Prefix {
     room: i64,
     moves: usize,
     pods: Vec<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{OpenNodes, RoomIndex};
+
+    #[test]
+    fn a_node_closed_to_a_fit_is_open_again_once_it_changes() {
+        let index: RoomIndex = [(0, 1, 7), (0, 2, 8), (1, 8, 9)].into_iter().collect();
+        let mut open = OpenNodes::default();
+        // Node 8 is closed to fit 0; fit 1 and a fit seen later still scan it.
+        open.of("a100", 0, &index).unwrap().remove(&(0, 2, 8));
+        assert!(open.of("a100", 1, &index).unwrap().contains(&(0, 2, 8)));
+        // Node 8 takes a pod: its key changes in the index and in every open set.
+        open.update("a100", (0, 2, 8), false);
+        open.update("a100", (0, 1, 8), true);
+        let keys = |open: &OpenNodes, fit| -> Vec<_> {
+            open.of("a100", fit, &index)
+                .unwrap()
+                .iter()
+                .copied()
+                .collect()
+        };
+        assert_eq!(keys(&open, 0), [(0, 1, 7), (0, 1, 8), (1, 8, 9)]);
+        assert_eq!(keys(&open, 1), [(0, 1, 7), (0, 1, 8), (1, 8, 9)]);
+        // Another pool's sets are not touched.
+        open.update("h100", (0, 1, 7), false);
+        assert_eq!(keys(&open, 0).len(), 3);
+    }
 }
