@@ -523,6 +523,11 @@ impl<'a, 's> Planner<'a, 's> {
         u8::from(self.fixed[n] <= 0 && self.reserved[n] <= 0)
     }
 
+    /// Node `n`'s place in its pool's room index (and in the open sets drawn from it).
+    fn room_key(&self, n: usize) -> (u8, i64, usize) {
+        (self.rank(n), self.spare(n), n)
+    }
+
     fn invalidate(&mut self, n: usize) {
         if self.candidates[n].take().is_some() {
             self.dirty.push(n);
@@ -536,7 +541,7 @@ impl<'a, 's> Planner<'a, 's> {
         let Some(pool) = node.pool.as_ref().filter(|_| self.target[n]) else {
             return;
         };
-        let key = (self.rank(n), self.spare(n), n);
+        let key = self.room_key(n);
         let set = self.room.entry(pool.clone()).or_default();
         if add {
             set.insert(key);
@@ -1064,7 +1069,7 @@ impl<'a, 's> Planner<'a, 's> {
             })
         });
         for n in closed {
-            open.remove(&(self.rank(n), self.spare(n), n));
+            open.remove(&self.room_key(n));
         }
         match (changed, indexed) {
             (Some(a), Some(b)) => {
@@ -1161,7 +1166,7 @@ impl<'a, 's> Planner<'a, 's> {
             }
         }
         for n in closed.into_inner() {
-            open.remove(&(self.rank(n), self.spare(n), n));
+            open.remove(&self.room_key(n));
         }
         let (_, n, plan) = best?;
         for (x, to) in plan {
