@@ -30,7 +30,7 @@ e2e: ## End to end: a local kube-apiserver and etcd (built once from Go modules)
 	$(CARGO) build -p alfred-webhook -p kubectl-alfred
 	$(CARGO) test -p alfred-e2e -- --ignored --test-threads=1
 
-oracle: ## The simulator and plans against kube-scheduler on more random clusters: make oracle CASES=3000 PLANS=300 SEED=1
+oracle: ## The simulator and plans against kube-scheduler on more random clusters: make oracle CASES=3000 PLANS=300 SEED=1 K8S=v1.35.4
 	tests/cluster/build.sh >/dev/null
 	$(CARGO) build -p alfred-webhook -p kubectl-alfred
 	ALFRED_ORACLE_CASES=$(or $(CASES),3000) ALFRED_ORACLE_PLANS=$(or $(PLANS),300) ALFRED_ORACLE_SEED=$(or $(SEED),1) \

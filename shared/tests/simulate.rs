@@ -3,7 +3,8 @@
 use alfred::config::Config;
 use alfred::model::Context;
 use alfred::simulate::{
-    Ledger, NewPod, SchedulingReason, SimulationOutcome, Status, simulate, tolerates,
+    Ledger, NewPod, Profile, SchedulingReason, SimulationOutcome, Status, kubernetes_minor,
+    node_scores, simulate, tolerates,
 };
 use alfred::snapshot::Snapshot;
 use k8s_openapi::api::core::v1::{Taint, Toleration};
@@ -995,4 +996,38 @@ fn every_shortage_is_counted_and_the_reasons_sorted_as_text() {
         o.message,
         "pod p: 0/12 nodes are available: 10 Insufficient nvidia.com/gpu, 10 Too many pods, 12 Insufficient cpu."
     );
+}
+
+#[test]
+fn balanced_allocation_follows_the_profiles_kubernetes_version() {
+    // 64 cpu, 512Gi: 32 cpu and 64Gi held (fractions 0.5, 0.125: balance 81); the pod's 8 cpu
+    // and 128Gi make it 0.625, 0.375 (balance 87).
+    let mut old = running("old", "n", 0, "32");
+    old["spec"]["containers"][0]["resources"]["requests"]["memory"] = json!("64Gi");
+    let items = vec![node("n", 8, json!({})), old];
+    let snapshot =
+        Snapshot::parse(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
+            .unwrap();
+    let pod = new_pod(
+        "p",
+        1,
+        json!({"containers": [{"name": "c", "resources": {
+            "requests": {"cpu": "8", "memory": "128Gi"}, "limits": {"nvidia.com/gpu": "1"}}}]}),
+    );
+    let balanced = |version: &str| {
+        let config = Config::parse("schemaVersion: 1\n").unwrap();
+        let ctx = Context::build(&snapshot, &config, NOW.parse().unwrap());
+        let profile = Profile {
+            kubernetes_minor: kubernetes_minor(version),
+            ..Profile::built_in()
+        };
+        let scores = node_scores(&ctx, &Ledger::new(&ctx.cluster), &pod, &profile);
+        scores[0].plugins[5]
+    };
+    // Up to v1.36: the balance with the pod.
+    assert_eq!(balanced("v1.34"), 87);
+    assert_eq!(balanced("v1.35.4"), 87);
+    // From v1.37: how much the pod improves it, 50 + (50 + 87 - 81) / 2.
+    assert_eq!(balanced("v1.37.2"), 78);
+    assert_eq!(balanced("a future one"), 78, "the newest known");
 }

@@ -44,6 +44,28 @@ pub struct Profile {
     pub scoring: ScoringStrategy,
     #[serde(skip)]
     pub scoring_resources: Vec<(String, i64)>,
+    /// The Kubernetes minor version whose kube-scheduler this profile simulates.
+    #[serde(skip)]
+    pub kubernetes_minor: u32,
+}
+
+/// The Kubernetes minor versions whose kube-scheduler the simulator follows: the newest is what
+/// the built-in profile simulates, and what a `schedulerVersion` naming no version (or a newer
+/// one) gets; an older one gets the oldest.
+const NEWEST_MINOR: u32 = 37;
+const OLDEST_MINOR: u32 = 34;
+
+/// The minor version a `schedulerVersion` names (`v1.35`, `v1.35.4`, `1.35`), within the ones
+/// the simulator follows.
+pub fn kubernetes_minor(scheduler_version: &str) -> u32 {
+    let mut parts = scheduler_version.trim_start_matches('v').split('.');
+    match (
+        parts.next(),
+        parts.next().and_then(|m| m.parse::<u32>().ok()),
+    ) {
+        (Some("1"), Some(minor)) => minor.clamp(OLDEST_MINOR, NEWEST_MINOR),
+        _ => NEWEST_MINOR,
+    }
 }
 
 impl Profile {
@@ -52,11 +74,12 @@ impl Profile {
         Profile {
             scheduler_name: DEFAULT_SCHEDULER.into(),
             backend: "alfred-builtin".into(),
-            scheduler_version: "v1.34".into(),
+            scheduler_version: format!("v1.{NEWEST_MINOR}"),
             configuration_id: "kube-scheduler-defaults".into(),
             gang_scheduling: false,
             scoring: ScoringStrategy::LeastAllocated,
             scoring_resources: default_scoring_resources(),
+            kubernetes_minor: NEWEST_MINOR,
         }
     }
 
@@ -69,6 +92,7 @@ impl Profile {
             gang_scheduling: p.gang_scheduling,
             scoring: p.scoring_strategy,
             scoring_resources: p.scoring_resources.clone(),
+            kubernetes_minor: kubernetes_minor(&p.scheduler_version),
         }
     }
 }

@@ -112,7 +112,7 @@ pub fn score(
                 if best_effort {
                     0
                 } else {
-                    balanced_allocation(ledger, pod.request, n, &balanced)
+                    balanced_allocation(ledger, pod, n, &balanced)
                 },
             ];
             let mut plugins = [0; PLUGINS.len()];
@@ -238,15 +238,27 @@ fn is_scalar(name: &str) -> bool {
     !matches!(name, "cpu" | "memory" | "ephemeral-storage" | "pods")
 }
 
-/// NodeResourcesBalancedAllocation: 100 times one minus the spread of the cpu and memory
-/// fractions the node would have requested (actual requests, no defaults).
-fn balanced_allocation(ledger: &Ledger, request: &Request, n: usize, columns: &[usize]) -> i64 {
+/// NodeResourcesBalancedAllocation over the cpu and memory fractions of the node (actual
+/// requests, no defaults): up to v1.36, how balanced the node is with the pod; from v1.37, how
+/// much the pod improves that balance (`balanced_allocation.go`).
+fn balanced_allocation(ledger: &Ledger, pod: &Scoring<'_>, n: usize, columns: &[usize]) -> i64 {
+    let with_pod = balance(ledger, n, columns, |c| pod.request.of(c));
+    if pod.profile.kubernetes_minor < 37 {
+        return with_pod;
+    }
+    let without_pod = balance(ledger, n, columns, |_| 0);
+    MAX / 2 + (MAX / 2 + with_pod - without_pod) / 2
+}
+
+/// 100 times one minus the spread of the node's requested fractions, `added` on top of what
+/// it holds.
+fn balance(ledger: &Ledger, n: usize, columns: &[usize], added: impl Fn(usize) -> i64) -> i64 {
     let fractions: Vec<f64> = columns
         .iter()
         .filter_map(|&c| {
             let (allocatable, requested) = ledger.usage(n, c);
             (allocatable != 0)
-                .then(|| ((requested + request.of(c)) as f64 / allocatable as f64).min(1.0))
+                .then(|| ((requested + added(c)) as f64 / allocatable as f64).min(1.0))
         })
         .collect();
     let std = match fractions.as_slice() {

@@ -54,6 +54,31 @@ pub fn free_port() -> u16 {
         .expect("a free port on 127.0.0.1")
 }
 
+/// The directory of the control plane's binaries (built once per version by
+/// `tests/cluster/build.sh`, for the version `$K8S` names).
+pub fn control_plane() -> PathBuf {
+    let out = Command::new(workspace().join("tests/cluster/build.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("tests/cluster/build.sh runs");
+    assert!(out.status.success(), "tests/cluster/build.sh failed");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The Kubernetes version the control plane runs (`v1.37.2`), from its build directory's name.
+pub fn kubernetes_version() -> &'static str {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| {
+        let dir = control_plane();
+        let name = dir.file_name().unwrap_or_default().to_string_lossy();
+        name.trim_start_matches("control-plane-")
+            .split("-etcd-")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    })
+}
+
 impl Cluster {
     /// Starts a fresh control plane for the test `name` with OME's kinds (the test copies of
     /// its CRDs) and InferenceReplica.
@@ -303,11 +328,7 @@ impl Cluster {
     /// Starts kube-scheduler (built from the same module as the API server) with its default
     /// profile against this cluster; its log is `logs/scheduler.log`.
     pub fn start_scheduler(&mut self) {
-        let out = Command::new(workspace().join("tests/cluster/build.sh"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("tests/cluster/build.sh runs");
-        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let bin = control_plane();
         let log = std::fs::File::create(self.dir.join("logs/scheduler.log")).expect("log file");
         let child = Command::new(bin.join("kube-scheduler"))
             .args(["--kubeconfig", &self.kubeconfig.display().to_string()])

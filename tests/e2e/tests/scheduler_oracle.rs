@@ -19,9 +19,11 @@ use alfred::config::Config;
 use alfred::model::Context;
 use std::collections::BTreeMap;
 
-use alfred::simulate::{Ledger, NewPod, Profile, Status, node_scores, score, simulate};
+use alfred::simulate::{
+    Ledger, NewPod, Profile, Status, kubernetes_minor, node_scores, score, simulate,
+};
 use alfred::snapshot::Snapshot;
-use alfred_e2e::{Cluster, stderr};
+use alfred_e2e::{Cluster, kubernetes_version, stderr};
 use serde_json::{Value, json};
 
 /// A small deterministic generator (xorshift64*), so a seed names a case.
@@ -219,7 +221,7 @@ fn simulated(
 ) -> (Result<String, String>, Vec<String>, Scores) {
     let text = cluster.ok(&["get", "nodes,pods", "-A", "-o", "json"]);
     let snapshot = Snapshot::parse(&text).expect("the API server's List reads");
-    let config = Config::parse("schemaVersion: 1\n").unwrap();
+    let config = oracle_config("");
     let now = cluster_now(&text);
     let ctx = Context::build(&snapshot, &config, now);
     let ledger = Ledger::new(&ctx.cluster);
@@ -247,7 +249,11 @@ fn simulated(
         })
         .map(|&n| ctx.cluster.nodes[n].name.to_string())
         .collect();
-    let scores = node_scores(&ctx, &ledger, &pod, &Profile::built_in())
+    let profile = Profile {
+        kubernetes_minor: kubernetes_minor(kubernetes_version()),
+        ..Profile::built_in()
+    };
+    let scores = node_scores(&ctx, &ledger, &pod, &profile)
         .into_iter()
         .map(|s| {
             let plugins = score::PLUGINS
@@ -299,6 +305,17 @@ fn scheduler_scores(cluster: &Cluster, name: &str) -> Scores {
 }
 
 /// The newest creation time in the List: the simulator's "now", from the cluster's own clock.
+/// The configuration the simulator runs with: its default-scheduler profile simulates the
+/// control plane's own Kubernetes version.
+fn oracle_config(extra: &str) -> Config {
+    Config::parse(&format!(
+        "schemaVersion: 1\nscheduling: {{profiles: {{default-scheduler: {{backend: kube-scheduler, \
+         schedulerVersion: {}, configurationID: oracle}}}}}}\n{extra}",
+        kubernetes_version()
+    ))
+    .expect("the oracle's configuration")
+}
+
 fn cluster_now(text: &str) -> k8s_openapi::jiff::Timestamp {
     let list: Value = serde_json::from_str(text).unwrap();
     list["items"]
@@ -328,6 +345,8 @@ fn scheduled_in(cluster: &Cluster, namespace: &str, name: &str) -> Result<String
         if !node.is_empty() {
             return Ok(node);
         }
+        // A range over the items, not `items[0]`: no event yet is an empty answer, not an
+        // error (the scheduler may not have written one yet on a busy machine).
         let events = cluster.ok(&[
             "get",
             "events",
@@ -336,8 +355,9 @@ fn scheduled_in(cluster: &Cluster, namespace: &str, name: &str) -> Result<String
             "--field-selector",
             &format!("involvedObject.name={name},reason=FailedScheduling"),
             "-o",
-            "jsonpath={.items[0].message}",
+            "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
         ]);
+        let events = events.lines().next().unwrap_or_default();
         if !events.is_empty() {
             // The filters' summary ends at its first ". "; PostFilter plugins (dynamic
             // resources, preemption) add their own sentences after it.
@@ -693,7 +713,7 @@ fn kube_scheduler_binds_every_step_of_a_plan() {
         cluster.ok(&["create", "namespace", ns]);
     }
     cluster.start_scheduler();
-    let config = Config::parse("schemaVersion: 1\nmigration: {apiVersion: v1}\n").unwrap();
+    let config = oracle_config("migration: {apiVersion: v1}\n");
     let (mut disagreements, mut surges, mut steps_total, mut bound_gpus) = (Vec::new(), 0, 0, 0);
     for seed in first_seed..first_seed + cases {
         for ns in ["team", "batch"] {
