@@ -226,6 +226,24 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
     Ok(snapshot)
 }
 
+/// The nodes alone, as `read_snapshot` reads them (what `migrate --watch` observes between
+/// passes for `earlyTickOn`).
+pub async fn read_nodes(
+    client: &Client,
+    args: &GlobalArgs,
+) -> Result<Vec<alfred::api::core::Node>> {
+    let shown = Progress::start("reading the nodes", 1);
+    let part = list_pages(
+        client,
+        args.request_timeout,
+        &KINDS[0],
+        None,
+        &shown.progress(),
+    )
+    .await?;
+    Ok(part.map(|s| s.nodes).unwrap_or_default())
+}
+
 /// The `podgroups` resources the cluster serves, from one aggregated discovery request
 /// (allowed to every authenticated user); None when the server cannot say.
 async fn pod_group_resources(client: &Client) -> Option<Vec<String>> {

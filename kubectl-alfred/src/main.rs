@@ -2,6 +2,7 @@
 
 mod commands;
 mod complete;
+mod cordon;
 mod events;
 mod failure;
 mod live;

@@ -140,8 +140,26 @@ pub fn read_file(path: &str) -> Result<Snapshot> {
     Ok(snapshot)
 }
 
-/// `--config FILE`, else the `alfred-config` ConfigMap in the snapshot, else the defaults.
+/// `--config FILE`, else the `alfred-config` ConfigMap in the snapshot, else the defaults. Keys
+/// that load but are not used are noted on stderr, once a process (a watch reads it each pass).
 pub fn load_config(path: Option<&str>, snapshot: &Snapshot) -> Result<Config> {
+    let config = read_config(path, snapshot)?;
+    static NOTED: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut noted = NOTED.lock().unwrap_or_else(|e| e.into_inner());
+    for unused in &config.unused {
+        if !noted.contains(&unused.reason) {
+            noted.push(unused.reason);
+            eprintln!(
+                "note: read and not used: {} ({})",
+                unused.keys.join(", "),
+                unused.reason
+            );
+        }
+    }
+    Ok(config)
+}
+
+fn read_config(path: Option<&str>, snapshot: &Snapshot) -> Result<Config> {
     if let Some(path) = path {
         let text = read_text(path, "config")?;
         return Config::parse(&text)

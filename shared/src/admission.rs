@@ -201,8 +201,8 @@ fn check_inference_service(
         if old_annotations.and_then(|a| a.get(key)) == Some(value) {
             continue; // unchanged: only added or changed requests are checked
         }
-        if let Err(message) = check_request(new, key, uuid, value) {
-            problems.push(denial(annotation_field(key), message));
+        if let Err(refusal) = check_request(new, key, uuid, value) {
+            problems.push(denial(annotation_field(key), refusal.to_string()));
         }
     }
     let refused = annotations::check_alfred(
@@ -219,32 +219,65 @@ fn check_inference_service(
     problems
 }
 
+/// Why an added or changed migration request annotation is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequestRefusal {
+    #[error("migration request {key}: annotation key carries no request UUID")]
+    NoUuid { key: String },
+    #[error("migration request {uuid}: annotation {key} is not a migration request: {why}")]
+    NotARequest {
+        uuid: String,
+        key: String,
+        why: String,
+    },
+    #[error("migration request {uuid}: {error}")]
+    Request {
+        uuid: String,
+        error: migration::RequestError,
+    },
+    #[error(
+        "migration request {uuid}: component {} is not a component of this InferenceService",
+        quoted(.component)
+    )]
+    UnknownComponent { uuid: String, component: String },
+    #[error("migration request {uuid}: instance must be >= 0, got {instance}")]
+    NegativeInstance { uuid: String, instance: i64 },
+}
+
 /// One added or changed migration request annotation.
-fn check_request(new: &InferenceService, key: &str, uuid: &str, value: &str) -> Result<(), String> {
+fn check_request(
+    new: &InferenceService,
+    key: &str,
+    uuid: &str,
+    value: &str,
+) -> Result<(), RequestRefusal> {
     if uuid.is_empty() {
-        return Err(format!(
-            "migration request {key}: annotation key carries no request UUID"
-        ));
+        return Err(RequestRefusal::NoUuid { key: key.into() });
     }
     let request = migration::parse_request(value).map_err(|e| match e {
-        migration::RequestError::Json(why) => {
-            format!("migration request {uuid}: annotation {key} is not a migration request: {why}")
-        }
-        other => format!("migration request {uuid}: {other}"),
+        migration::RequestError::Json(why) => RequestRefusal::NotARequest {
+            uuid: uuid.into(),
+            key: key.into(),
+            why,
+        },
+        error => RequestRefusal::Request {
+            uuid: uuid.into(),
+            error,
+        },
     })?;
     let known =
         ComponentKind::parse(&request.component).is_some_and(|k| new.spec.component(k).is_some());
     if !known {
-        return Err(format!(
-            "migration request {uuid}: component {} is not a component of this InferenceService",
-            quoted(&request.component)
-        ));
+        return Err(RequestRefusal::UnknownComponent {
+            uuid: uuid.into(),
+            component: request.component,
+        });
     }
     if request.instance < 0 {
-        return Err(format!(
-            "migration request {uuid}: instance must be >= 0, got {}",
-            request.instance
-        ));
+        return Err(RequestRefusal::NegativeInstance {
+            uuid: uuid.into(),
+            instance: request.instance,
+        });
     }
     Ok(())
 }

@@ -90,6 +90,16 @@ pub struct Config {
     pub scheduling_profiles: BTreeMap<String, SchedulingProfile>,
     /// The chart's `migration.*` values, which a plugin user sets here.
     pub migration: Migration,
+    /// Keys of OME's Alfred that load but that this plugin does not act on, with the reason;
+    /// the plugin reports each once.
+    pub unused: Vec<UnusedKey>,
+}
+
+/// Keys that were read and are not used (those of one feature together), and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnusedKey {
+    pub keys: Vec<&'static str>,
+    pub reason: &'static str,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -123,6 +133,9 @@ pub struct NodeHealth {
 pub struct MaintenanceTrigger {
     pub name: String,
     pub matcher: TriggerMatcher,
+    /// OME's `cordon`: a node this trigger puts under maintenance is cordoned (only by
+    /// `migrate --enable-maintenance-cordon`, never uncordoned).
+    pub cordon: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,16 +144,28 @@ pub enum TriggerMatcher {
         type_: String,
         status: String,
     },
-    /// `value: None` matches any value; `Some("")` only the empty value.
     Label {
         key: String,
-        value: Option<String>,
+        value: LabelValue,
     },
     Taint {
         key: String,
         value: Option<String>,
         effect: Option<String>,
     },
+}
+
+/// What a label trigger asks of the label's value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LabelValue {
+    /// `value` absent: any value.
+    Any,
+    /// `value: X`: exactly X (`""` only the empty value).
+    Exactly(String),
+    /// `valueIsStartTime: true`: the value is the Unix time, in whole seconds, from which the
+    /// trigger matches; a value that is not such a number matches at once (a start time may
+    /// delay maintenance, never cancel it).
+    StartTime,
 }
 
 /// Days are Monday = 0 .. Sunday = 6; times are minutes after midnight UTC, start < end.
@@ -256,6 +281,7 @@ impl Default for Config {
                 acknowledgement_timeout: SignedDuration::from_mins(2),
                 failure_backoff: SignedDuration::from_mins(5),
             },
+            unused: Vec::new(),
         }
     }
 }
@@ -313,6 +339,21 @@ struct RawConfig {
     structured_logging: Option<bool>,
     scheduling: Option<RawScheduling>,
     migration: Option<RawMigration>,
+    // Keys of OME's newer Alfred that load and are reported as not used.
+    omenative_capability_lease_name: Option<String>,
+    omenative_capability_lease_namespace: Option<String>,
+    omenative_capability_max_staleness: Option<String>,
+    tpu_slice_migration_enabled: Option<bool>,
+    tpu_slice_partitions: Option<RawTpuSlicePartitions>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawTpuSlicePartitions {
+    topology_label: Option<String>,
+    id_label: Option<String>,
+    state_label: Option<String>,
+    healthy_state: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -366,6 +407,7 @@ struct RawTrigger {
     condition: Option<RawConditionMatch>,
     label: Option<RawLabelMatch>,
     taint: Option<RawTaintMatch>,
+    cordon: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -377,10 +419,11 @@ struct RawConditionMatch {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawLabelMatch {
     key: Option<String>,
     value: Option<String>,
+    value_is_start_time: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -643,6 +686,17 @@ impl RawConfig {
         };
         let scheduling_profiles = resolve_profiles(self.scheduling.unwrap_or_default())?;
         let migration = resolve_migration(self.migration.unwrap_or_default(), &d)?;
+        let unused = [
+            resolve_capability_lease(
+                self.omenative_capability_lease_name,
+                self.omenative_capability_lease_namespace,
+                self.omenative_capability_max_staleness,
+            )?,
+            resolve_tpu_slices(self.tpu_slice_migration_enabled, self.tpu_slice_partitions)?,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         Ok(Config {
             mode,
             decision_loop_interval,
@@ -687,8 +741,100 @@ impl RawConfig {
             structured_logging: self.structured_logging.unwrap_or(d.structured_logging),
             scheduling_profiles,
             migration,
+            unused,
         })
     }
+}
+
+/// OME's executor capability Lease keys: checked as OME checks them, then reported unused.
+fn resolve_capability_lease(
+    name: Option<String>,
+    namespace: Option<String>,
+    max_staleness: Option<String>,
+) -> Result<Option<UnusedKey>, ConfigError> {
+    let mut keys = Vec::new();
+    if let Some(name) = name {
+        if !crate::kubernetes::names::is_dns1123_subdomain(&name) {
+            return Err(invalid(format!(
+                "omenativeCapabilityLeaseName must be a non-empty DNS-1123 subdomain, got {name:?}"
+            )));
+        }
+        keys.push("omenativeCapabilityLeaseName");
+    }
+    if let Some(namespace) = namespace {
+        if !crate::kubernetes::names::is_dns1123_label(&namespace) {
+            return Err(invalid(format!(
+                "omenativeCapabilityLeaseNamespace must be a non-empty namespace name (a DNS-1123 label), got {namespace:?}"
+            )));
+        }
+        keys.push("omenativeCapabilityLeaseNamespace");
+    }
+    if let Some(text) = max_staleness {
+        // OME's bound: three heartbeats of 10 s; unlike other durations, 0 is refused.
+        let d = parse_go_duration(&text)
+            .map_err(|e| invalid(format!("omenativeCapabilityMaxStaleness: {e}")))?;
+        if d < SignedDuration::from_secs(30) {
+            return Err(invalid(format!(
+                "omenativeCapabilityMaxStaleness must be >= 30s, got {text}"
+            )));
+        }
+        keys.push("omenativeCapabilityMaxStaleness");
+    }
+    Ok((!keys.is_empty()).then_some(UnusedKey {
+        keys,
+        reason: "the plugin learns whether OME executes migration requests from \
+            migration.apiVersion and each request's acknowledgement, not from OME's executor \
+            capability Lease",
+    }))
+}
+
+/// OME's TPU slice keys: checked as OME checks them, then reported unused.
+fn resolve_tpu_slices(
+    enabled: Option<bool>,
+    partitions: Option<RawTpuSlicePartitions>,
+) -> Result<Option<UnusedKey>, ConfigError> {
+    const P: &str = "tpuSlicePartitions";
+    // Off (OME's default) is nothing to report.
+    let mut keys: Vec<&'static str> = Vec::new();
+    if enabled == Some(true) {
+        keys.push("tpuSliceMigrationEnabled");
+    }
+    if let Some(p) = partitions {
+        let topology = p
+            .topology_label
+            .unwrap_or_else(|| "cloud.google.com/gke-tpu-topology".into());
+        if !crate::kubernetes::names::is_qualified_name(&topology) {
+            return Err(invalid(format!(
+                "{P}.topologyLabel must be a label key (a Kubernetes qualified name), got {topology:?}"
+            )));
+        }
+        for (field, format) in [("idLabel", p.id_label), ("stateLabel", p.state_label)] {
+            let Some(format) = format else { continue };
+            if format.matches("%s").count() != 1 || format.matches('%').count() != 1 {
+                return Err(invalid(format!(
+                    "{P}.{field} must contain exactly one %s (where the topology goes), got {format:?}"
+                )));
+            }
+            if !crate::kubernetes::names::is_qualified_name(&format.replacen("%s", "2x2x2", 1)) {
+                return Err(invalid(format!(
+                    "{P}.{field} does not form a label key once %s is a topology, got {format:?}"
+                )));
+            }
+        }
+        if let Some(state) = p.healthy_state
+            && (state.is_empty() || !crate::kubernetes::names::is_label_value(&state))
+        {
+            return Err(invalid(format!(
+                "{P}.healthyState must be a non-empty label value, got {state:?}"
+            )));
+        }
+        keys.push(P);
+    }
+    Ok((!keys.is_empty()).then_some(UnusedKey {
+        keys,
+        reason: "TPU slices are not modelled: TPU pods still occupy their nodes, and the plugin \
+            never plans a move onto a new slice",
+    }))
 }
 
 fn resolve_defragmentation(
@@ -882,10 +1028,22 @@ fn resolve_trigger(i: usize, raw: RawTrigger) -> Result<MaintenanceTrigger, Conf
             }
             TriggerMatcher::Condition { type_, status }
         }
-        (None, Some(l), None) => TriggerMatcher::Label {
-            key: require_name("label.key", l.key)?,
-            value: l.value,
-        },
+        (None, Some(l), None) => {
+            let value = match (l.value, l.value_is_start_time.unwrap_or(false)) {
+                (None, false) => LabelValue::Any,
+                (Some(v), false) => LabelValue::Exactly(v),
+                (None, true) => LabelValue::StartTime,
+                (Some(_), true) => {
+                    return Err(invalid(format!(
+                        "{key}.label cannot set both value and valueIsStartTime"
+                    )));
+                }
+            };
+            TriggerMatcher::Label {
+                key: require_name("label.key", l.key)?,
+                value,
+            }
+        }
         (None, None, Some(t)) => {
             if let Some(effect) = &t.effect
                 && !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect.as_str())
@@ -910,7 +1068,11 @@ fn resolve_trigger(i: usize, raw: RawTrigger) -> Result<MaintenanceTrigger, Conf
             )));
         }
     };
-    Ok(MaintenanceTrigger { name, matcher })
+    Ok(MaintenanceTrigger {
+        name,
+        matcher,
+        cordon: raw.cordon.unwrap_or(false),
+    })
 }
 
 fn resolve_window(i: usize, raw: RawWindow) -> Result<MaintenanceWindow, ConfigError> {

@@ -28,6 +28,7 @@ named! {
         OMENativeStateIneligible,
         NonExecutableObservedFragmentation,
         SimulationRecommendOnly,
+        AcceleratorPlacementUnmodeled,
         // Scheduler selection failed for the move's pods: the scheduling reason, as is.
         NoTemplates,
         MixedSchedulers,
@@ -124,6 +125,7 @@ named! {
         ExecutionDisabled,
         InvalidCooldown,
         ConfigurationChanged,
+        GuardUnavailable,
         FailureBackoff,
         PolicyNoLongerEligible,
         SourceUnsupported,
@@ -203,6 +205,7 @@ named! {
         NodeDrainedForRepair,
         NodeMaintenanceRequested,
         NodeDrainedForMaintenance,
+        NodeCordonedForMaintenance,
     }
 }
 

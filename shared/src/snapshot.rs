@@ -59,6 +59,43 @@ pub struct Snapshot {
     pub info: Option<SnapshotInfo>,
     /// Objects of kinds the product does not read, by kind.
     pub skipped: BTreeMap<String, usize>,
+    /// The guard on `migrate`'s writes, as read (execute mode sends only while it holds).
+    pub migration_guard: GuardRead,
+}
+
+/// The name of the guard on `migrate`'s writes: a ValidatingAdmissionPolicy and its binding
+/// (checked in the execute module's guard).
+pub const MIGRATION_GUARD: &str = "alfred-migration-writes";
+
+/// What a read of the cluster found of one of the guard's two objects.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Fetched {
+    /// Not looked for (a snapshot file that holds neither object).
+    #[default]
+    NotRead,
+    Found(serde_json::Value),
+    Missing,
+    /// The read failed (a missing permission, say): its error.
+    Unreadable(String),
+}
+
+/// Both objects as read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GuardRead {
+    pub policy: Fetched,
+    pub binding: Fetched,
+}
+
+impl GuardRead {
+    /// The objects found, as the API server returned them.
+    pub fn found(&self) -> impl Iterator<Item = &serde_json::Value> {
+        [&self.policy, &self.binding]
+            .into_iter()
+            .filter_map(|f| match f {
+                Fetched::Found(value) => Some(value),
+                _ => None,
+            })
+    }
 }
 
 /// The snapshot's own record: when it was captured and from where.
@@ -302,6 +339,7 @@ impl Snapshot {
             + self.config_maps.len()
             + self.controller_revisions.len()
             + self.unreadable.len()
+            + self.migration_guard.found().count()
     }
 
     /// The cluster serves no InferenceReplica (an OME release before OMENative): no component
@@ -448,6 +486,9 @@ impl Snapshot {
         if other.info.is_some() {
             self.info = other.info;
         }
+        if other.migration_guard != Default::default() {
+            self.migration_guard = other.migration_guard;
+        }
         for (kind, count) in other.skipped {
             *self.skipped.entry(kind).or_default() += count;
         }
@@ -561,6 +602,18 @@ impl Snapshot {
                 match revision.owner("InferenceReplica") {
                     Some(_) => self.controller_revisions.push(revision),
                     None => *self.skipped.entry(kind).or_default() += 1,
+                }
+            }
+            (
+                "admissionregistration.k8s.io",
+                "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding",
+            ) if name == MIGRATION_GUARD => {
+                let value =
+                    located(json).map_err(|(path, message)| err(Some(object), path, message))?;
+                let found = Fetched::Found(value);
+                match kind.as_str() {
+                    "ValidatingAdmissionPolicy" => self.migration_guard.policy = found,
+                    _ => self.migration_guard.binding = found,
                 }
             }
             ("alfred.ome.io", SNAPSHOT_INFO_KIND) => {
@@ -816,6 +869,7 @@ impl Snapshot {
             .chain(typed(&self.inference_services))
             .chain(typed(&self.inference_replicas))
             .chain(unreadable)
+            .chain(self.migration_guard.found().cloned())
             .chain(core("v1", "Pod", &self.pods))
             .chain(core(
                 "apps/v1",

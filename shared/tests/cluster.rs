@@ -355,6 +355,55 @@ policies:
     assert!(c.node("all").unwrap().unavailable_as_target());
 }
 
+#[test]
+fn a_start_time_label_matches_from_its_second_on_and_a_non_number_at_once() {
+    let config = Config::parse(
+        r#"
+schemaVersion: 1
+policies:
+  nodeHealth:
+    maintenance:
+      triggers:
+        - {name: starts, label: {key: example.com/start-at, valueIsStartTime: true}}
+"#,
+    )
+    .unwrap();
+    let at = now().as_second();
+    let labelled =
+        |name: &str, value: String| node(name, 8, json!({ "example.com/start-at": value }));
+    let s = snapshot(vec![
+        labelled("past", (at - 1).to_string()),
+        labelled("exactly-now", at.to_string()),
+        labelled("future", (at + 1).to_string()),
+        labelled("far-future", i64::MAX.to_string()),
+        labelled("signed", format!("+{}", at - 60)),
+        labelled("negative", "-5".into()),
+        labelled("not-a-number", "tomorrow".into()),
+        labelled("overflow", "99999999999999999999".into()),
+        labelled("empty", String::new()),
+        node("unlabelled", 8, json!({})),
+    ]);
+    let c = Cluster::build(&s, &config, now());
+    let requested = |n: &str| !c.node(n).unwrap().maintenance.is_empty();
+    for n in [
+        "past",
+        "exactly-now",
+        "signed",
+        "negative",
+        "not-a-number",
+        "overflow",
+        "empty",
+    ] {
+        assert!(requested(n), "{n} should be under maintenance");
+    }
+    for n in ["future", "far-future", "unlabelled"] {
+        assert!(!requested(n), "{n} should not be under maintenance yet");
+    }
+    // The same node a second later.
+    let later = Cluster::build(&s, &config, Timestamp::from_second(at + 1).unwrap());
+    assert!(!later.node("future").unwrap().maintenance.is_empty());
+}
+
 fn isvc(ns: &str, name: &str, spec: serde_json::Value) -> serde_json::Value {
     json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
            "metadata": {"name": name, "namespace": ns}, "spec": spec})
@@ -714,4 +763,59 @@ fn every_workload_is_found_by_its_key_whatever_its_namespace_sorts_like() {
     }
     assert!(cluster.workload("chat/c").is_none());
     assert!(cluster.workload("nonsense").is_none());
+}
+
+#[test]
+fn early_ticks_fire_on_the_signal_they_name() {
+    use alfred::config::EarlyTick::{NodeConditionChange, NodeMaintenanceChange};
+    use alfred::model::health::NodeSignals;
+    let config = Config::parse(
+        "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: patch, label: {key: example.com/state}}]}}}\n",
+    )
+    .unwrap();
+    let nodes = |values: Vec<serde_json::Value>| -> Vec<alfred::api::core::Node> {
+        values
+            .into_iter()
+            .map(|v| serde_json::from_value(v).unwrap())
+            .collect()
+    };
+    let healthy = node("a", 8, json!({}));
+    let mut sick = healthy.clone();
+    sick["status"]["conditions"] = json!([{"type": "GpuUnhealthy", "status": "True"}]);
+    let mut heartbeat = healthy.clone();
+    heartbeat["status"]["conditions"][0]["lastHeartbeatTime"] = json!("2026-09-28T10:14:00Z");
+    let mut not_ready = healthy.clone();
+    not_ready["status"]["conditions"][0]["status"] = json!("False");
+    let patching = node("a", 8, json!({"example.com/state": "x"}));
+    let observe = |v| NodeSignals::observe(&nodes(v), &config, now());
+    let before = observe(vec![healthy.clone()]);
+    let both = [NodeConditionChange, NodeMaintenanceChange];
+    assert_eq!(before.changed(&observe(vec![healthy.clone()]), &both), None);
+    assert_eq!(
+        before.changed(&observe(vec![sick.clone()]), &both),
+        Some((NodeConditionChange, "a".into()))
+    );
+    // Any condition's status counts (Ready too), a heartbeat does not, nor a signal whose
+    // tick is off.
+    assert_eq!(
+        before.changed(&observe(vec![not_ready]), &both),
+        Some((NodeConditionChange, "a".into()))
+    );
+    assert_eq!(before.changed(&observe(vec![heartbeat]), &both), None);
+    assert_eq!(
+        before.changed(&observe(vec![sick]), &[NodeMaintenanceChange]),
+        None
+    );
+    assert_eq!(
+        before.changed(&observe(vec![patching.clone()]), &both),
+        Some((NodeMaintenanceChange, "a".into()))
+    );
+    // A node that comes or goes is no event.
+    let mut new_patching = patching;
+    new_patching["metadata"]["name"] = json!("b");
+    assert_eq!(
+        before.changed(&observe(vec![healthy, new_patching]), &both),
+        None
+    );
+    assert_eq!(before.changed(&observe(vec![]), &both), None);
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use alfred::config::{
-    Aggressiveness, Config, ConfigError, EarlyTick, OperatingMode, TriggerMatcher,
+    Aggressiveness, Config, ConfigError, EarlyTick, LabelValue, OperatingMode, TriggerMatcher,
 };
 use k8s_openapi::jiff::SignedDuration;
 
@@ -175,7 +175,7 @@ migration: {apiVersion: v1, acknowledgementTimeout: 90s}
         c.node_health.maintenance_triggers[0].matcher,
         TriggerMatcher::Label {
             key: "maintenance.example.com/state".into(),
-            value: Some("patching".into())
+            value: LabelValue::Exactly("patching".into())
         }
     );
     assert_eq!(
@@ -526,4 +526,127 @@ fn minute_keys_are_bounded() {
     }
     let c = alfred::config::Config::parse("schemaVersion: 1\nperNodeCooldownMinutes: 5256000\n");
     assert_eq!(c.unwrap().per_node_cooldown_minutes, 5_256_000);
+}
+
+#[test]
+fn every_key_of_omes_newest_alfred_loads() {
+    let c = parse(include_str!("data/config/ome-newest.yaml")).unwrap();
+    let triggers = &c.node_health.maintenance_triggers;
+    assert_eq!(triggers.len(), 4);
+    assert_eq!(
+        triggers[1].matcher,
+        TriggerMatcher::Label {
+            key: "maintenance.example.com/start-at".into(),
+            value: LabelValue::StartTime
+        }
+    );
+    let cordoned: Vec<&str> = triggers
+        .iter()
+        .filter(|t| t.cordon)
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(cordoned, ["patching-start-time"]);
+    assert_eq!(c.early_tick_on, vec![EarlyTick::NodeConditionChange]);
+    // What the plugin reads but does not act on is named once each, with the reason.
+    let unused: Vec<&[&str]> = c.unused.iter().map(|u| u.keys.as_slice()).collect();
+    assert_eq!(
+        unused,
+        [
+            &[
+                "omenativeCapabilityLeaseName",
+                "omenativeCapabilityLeaseNamespace",
+                "omenativeCapabilityMaxStaleness"
+            ][..],
+            &["tpuSliceMigrationEnabled", "tpuSlicePartitions"][..]
+        ]
+    );
+    assert!(c.unused.iter().all(|u| !u.reason.is_empty()));
+    // TPU slice migration off (OME's default) is nothing to report.
+    let off = parse("schemaVersion: 1\ntpuSliceMigrationEnabled: false\n").unwrap();
+    assert!(off.unused.is_empty());
+}
+
+#[test]
+fn newer_keys_are_checked_as_omes_alfred_checks_them() {
+    let trigger = |body: &str| {
+        format!(
+            "schemaVersion: 1\npolicies: {{nodeHealth: {{maintenance: {{triggers: [{{name: t, {body}}}]}}}}}}\n"
+        )
+    };
+    let cases: Vec<(String, &str)> = vec![
+        (
+            trigger("label: {key: example.com/at, value: '1', valueIsStartTime: true}"),
+            "policies.nodeHealth.maintenance.triggers[0].label cannot set both value and valueIsStartTime",
+        ),
+        (
+            trigger("label: {key: example.com/at}, cordon: yes-please"),
+            "parse config.yaml: ",
+        ),
+        (
+            "schemaVersion: 1\ntpuSlicePartitions: {idLabel: example.com/part}\n".into(),
+            "tpuSlicePartitions.idLabel must contain exactly one %s",
+        ),
+        (
+            "schemaVersion: 1\ntpuSlicePartitions: {idLabel: \"example.com/%s-%s\"}\n".into(),
+            "tpuSlicePartitions.idLabel must contain exactly one %s",
+        ),
+        (
+            "schemaVersion: 1\ntpuSlicePartitions: {stateLabel: \"example.com/%d-%s\"}\n".into(),
+            "tpuSlicePartitions.stateLabel must contain exactly one %s",
+        ),
+        (
+            "schemaVersion: 1\ntpuSlicePartitions: {idLabel: \"bad key %s\"}\n".into(),
+            "tpuSlicePartitions.idLabel does not form a label key",
+        ),
+        (
+            "schemaVersion: 1\ntpuSlicePartitions: {topologyLabel: \"bad key\"}\n".into(),
+            "tpuSlicePartitions.topologyLabel must be a label key",
+        ),
+        (
+            "schemaVersion: 1\ntpuSlicePartitions: {healthyState: \"not ok\"}\n".into(),
+            "tpuSlicePartitions.healthyState must be a non-empty label value",
+        ),
+        (
+            "schemaVersion: 1\nomenativeCapabilityLeaseName: \"\"\n".into(),
+            "omenativeCapabilityLeaseName must be a non-empty DNS-1123 subdomain",
+        ),
+        (
+            "schemaVersion: 1\nomenativeCapabilityLeaseNamespace: Not_A_Namespace\n".into(),
+            "omenativeCapabilityLeaseNamespace must be a non-empty namespace name",
+        ),
+        (
+            "schemaVersion: 1\nomenativeCapabilityMaxStaleness: 0s\n".into(),
+            "omenativeCapabilityMaxStaleness must be >= 30s, got 0s",
+        ),
+        (
+            "schemaVersion: 1\nomenativeCapabilityMaxStaleness: 29s\n".into(),
+            "omenativeCapabilityMaxStaleness must be >= 30s, got 29s",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = invalid(&text);
+        assert!(got.starts_with(want), "{text}: got {got:?}, want {want:?}");
+    }
+    let custom = parse(
+        "schemaVersion: 1\ntpuSliceMigrationEnabled: true\ntpuSlicePartitions: {topologyLabel: example.com/topo, idLabel: \"example.com/part-%s\", stateLabel: \"example.com/part-%s-st\", healthyState: OK}\n",
+    );
+    assert!(custom.is_ok(), "{custom:?}");
+}
+
+#[test]
+fn a_misspelt_key_names_the_closest_known_one() {
+    let got = invalid(
+        "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: t, label: {key: a.io/b, valueIsStartTme: true}}]}}}\n",
+    );
+    assert!(
+        got.contains("policies.nodeHealth.maintenance.triggers[0].label.valueIsStartTme: unknown field `valueIsStartTme`")
+            && got.ends_with("did you mean `valueIsStartTime`?"),
+        "{got}"
+    );
+    assert!(
+        invalid("schemaVersion: 1\nmaxInflightMigrations: 3\n")
+            .ends_with("did you mean `maxInFlightMigrations`?")
+    );
+    // Nothing near: no guess.
+    assert!(!invalid("schemaVersion: 1\nbogus: 1\n").contains("did you mean"));
 }

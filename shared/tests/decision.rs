@@ -1259,3 +1259,32 @@ fn models_are_found_by_the_label_keys_ome_writes() {
         );
     });
 }
+
+/// OME's TPU slices are not modelled: an Instance whose pods hold TPU chips is never planned
+/// away, only advised about (`AcceleratorPlacementUnmodeled`, as OME's Alfred answers).
+#[test]
+fn an_instance_holding_tpu_chips_stays_advice() {
+    let w = World::new()
+        .node("n1", 8)
+        .node("n2", 8)
+        .omenative("team", "tpu", &[("n1", 0)])
+        .omenative("team", "gpu", &[("n1", 2)])
+        .edit("Pod", "tpu-engine-0-default-0", |p| {
+            p["spec"]["containers"][0]["resources"] = json!({"limits": {"google.com/tpu": "4"}})
+        })
+        .unhealthy("n1");
+    let d = w.decide(V1);
+    let tpu = row(&d, PolicyName::Nodehealth, "team/tpu", 0);
+    assert_eq!(
+        tpu.row.advisory_reason,
+        Some(AdvisoryReason::AcceleratorPlacementUnmodeled)
+    );
+    assert!(tpu.row.target.is_empty(), "{:?}", tpu.row);
+    // Its GPU neighbour is planned as usual (advice only because execution is off).
+    let gpu = row(&d, PolicyName::Nodehealth, "team/gpu", 0);
+    assert_eq!(gpu.row.hint_targets, vec!["n2"]);
+    assert_eq!(
+        gpu.row.advisory_reason,
+        Some(AdvisoryReason::SimulationRecommendOnly)
+    );
+}

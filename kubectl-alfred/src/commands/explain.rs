@@ -105,6 +105,13 @@ fn explain_text(explanations: &[Explanation]) -> Result<String> {
                 }
             )?;
         }
+        for c in &e.cordons {
+            writeln!(
+                out,
+                "  its node {} would be cordoned: maintenance trigger {:?} asks for it (`kubectl alfred migrate --enable-maintenance-cordon` does it; Alfred never uncordons)",
+                c.node, c.rule
+            )?;
+        }
         if e.recommendations.is_empty() {
             writeln!(
                 out,

@@ -4,10 +4,11 @@
 
 use std::fmt::Write as _;
 
-use alfred::config::Config;
+use alfred::config::{Config, EarlyTick, OperatingMode};
 use alfred::execute::dispatch::PASS_DEADLINE;
 use alfred::execute::run::{self, Options};
 use alfred::migration;
+use alfred::model::health::NodeSignals;
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::Args;
 use k8s_openapi::jiff::Timestamp;
@@ -25,6 +26,10 @@ pub struct MigrateArgs {
     /// Run a pass every `decisionLoopInterval` until interrupted.
     #[arg(long)]
     pub watch: bool,
+    /// In execute mode, cordon each node that a maintenance trigger with `cordon: true` puts
+    /// under maintenance (re-read first; annotated and recorded; never uncordoned).
+    #[arg(long)]
+    pub enable_maintenance_cordon: bool,
 }
 
 pub async fn run(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> {
@@ -52,12 +57,13 @@ pub async fn run(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> {
                     PASS_DEADLINE.as_secs()
                 ))
             });
-        let wait = match pass {
+        // The wait, and the configuration of the pass that ran, for the early ticks.
+        let (wait, ran) = match pass {
             Ok(_) if !args.watch => return Ok(()),
-            Ok(next) => {
+            Ok(config) => {
                 failures = 0;
-                interval = next;
-                interval
+                interval = config.decision_loop_interval.unsigned_abs();
+                (interval, Some(config))
             }
             Err(e) if !args.watch => return Err(e),
             Err(e) if failure::lasting(&e) => {
@@ -71,7 +77,7 @@ pub async fn run(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> {
                     failure::describe(&e),
                     wait.as_secs()
                 );
-                wait
+                (wait, None)
             }
         };
         #[cfg(unix)]
@@ -79,8 +85,52 @@ pub async fn run(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> {
         #[cfg(not(unix))]
         let interrupted = tokio::signal::ctrl_c();
         tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
+            tick = wait_for_next_pass(wait, ran.as_ref(), global) => {
+                if let Some((tick, node)) = tick {
+                    eprintln!("early pass: {tick:?} on node {node}");
+                }
+            }
             _ = interrupted => return Ok(()),
+        }
+    }
+}
+
+/// Waits `wait`, or less when an `earlyTickOn` event happens first: every
+/// `observationLoopInterval` the nodes are read again and compared with their state when the
+/// wait began. Only after a pass that ran, and only on a live cluster.
+async fn wait_for_next_pass(
+    wait: std::time::Duration,
+    config: Option<&Config>,
+    global: &GlobalArgs,
+) -> Option<(EarlyTick, String)> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let config = config.filter(|c| !c.early_tick_on.is_empty() && global.file.is_none());
+    let Some(config) = config else {
+        tokio::time::sleep_until(deadline).await;
+        return None;
+    };
+    let every = config.observation_loop_interval.unsigned_abs();
+    let observe = async || {
+        let client = crate::live::client(global).await.ok()?;
+        let nodes = crate::live::read_nodes(&client, global).await.ok()?;
+        Some(NodeSignals::observe(&nodes, config, Timestamp::now()))
+    };
+    let mut before = observe().await;
+    loop {
+        let next = (tokio::time::Instant::now() + every).min(deadline);
+        tokio::time::sleep_until(next).await;
+        if next >= deadline {
+            return None;
+        }
+        // A read that fails leaves the comparison to the next one.
+        let Some(now) = observe().await else { continue };
+        match &before {
+            Some(b) => {
+                if let Some(change) = b.changed(&now, &config.early_tick_on) {
+                    return Some(change);
+                }
+            }
+            None => before = Some(now),
         }
     }
 }
@@ -92,14 +142,34 @@ fn failure_backoff(failures: u32, interval: std::time::Duration) -> std::time::D
     doubled.min(interval)
 }
 
-/// One pass: read, decide, send at most one request, record; the loop interval to wait next.
-async fn one_pass(args: &MigrateArgs, global: &GlobalArgs) -> Result<std::time::Duration> {
+/// One pass: read, decide, send at most one request, record; the configuration it ran with.
+async fn one_pass(args: &MigrateArgs, global: &GlobalArgs) -> Result<Config> {
     let (mut store, config) = PassStore::open(global).await?;
     let options = Options {
         dry_run: args.dry_run,
     };
     let report = run::run_pass(&mut store, &config, options).await?;
     render::emit(&render_report(&report, global.output)?)?;
+    let cordons = &report.plan.decision.cordons;
+    if args.enable_maintenance_cordon && !cordons.is_empty() {
+        match (args.dry_run, store.client()) {
+            (false, Some(client)) if config.mode == OperatingMode::Execute => {
+                crate::cordon::cordon_for_maintenance(client, &config, cordons).await;
+            }
+            (false, Some(_)) => eprintln!(
+                "note: {} node(s) not cordoned: maintenance cordons are written only in execute mode",
+                cordons.len()
+            ),
+            _ => {
+                for c in cordons {
+                    eprintln!(
+                        "dry run: would cordon node {} for maintenance trigger {:?}",
+                        c.node, c.rule
+                    );
+                }
+            }
+        }
+    }
     if let (false, Some(client)) = (args.dry_run, store.client()) {
         let rows = report.rows();
         let events =
@@ -107,7 +177,7 @@ async fn one_pass(args: &MigrateArgs, global: &GlobalArgs) -> Result<std::time::
         crate::events::record_workloads(client, &events).await;
         record_pass(global, &config, &report, &rows).await;
     }
-    Ok(config.decision_loop_interval.unsigned_abs())
+    Ok(config)
 }
 
 /// Writes the pass into the recommendations ConfigMap (rows and node records, whose episode

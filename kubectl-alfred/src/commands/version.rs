@@ -1,7 +1,7 @@
 //! `kubectl alfred version`: the plugin's version and, when a cluster is reachable, what Alfred
 //! finds there: OME's API group, whether InferenceReplica is served (execute mode and the
-//! rollout commands need it), the webhook's configurations, and whether the caller may patch
-//! InferenceServices (what `migrate` sends).
+//! rollout commands need it), the webhook's configurations, whether the caller may patch
+//! InferenceServices (what `migrate` sends), and whether the guard on those writes holds.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -17,7 +17,9 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde::Serialize;
 
+use crate::store::cluster::read_guard;
 use crate::{GlobalArgs, live, render};
+use alfred::execute::guard;
 
 /// The longest the cluster is waited on.
 const CLUSTER_WAIT: Duration = Duration::from_secs(5);
@@ -51,6 +53,15 @@ struct Found {
     /// `Kind/name` of each webhook configuration with Alfred's webhooks, or why it is unknown.
     webhook_configurations: Answer<Vec<String>>,
     may_patch_inference_services: Answer<bool>,
+    /// Whether the migration guard is installed as shipped (`migrate` sends only then).
+    migration_guard: Guard,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+enum Guard {
+    Holds,
+    DoesNotHold { why: String },
 }
 
 /// What the cluster answered, or why it could not.
@@ -108,6 +119,12 @@ async fn inspect(global: &GlobalArgs) -> Result<Found> {
         inference_replica_served,
         webhook_configurations: answer(webhook_configurations(&client).await),
         may_patch_inference_services: answer(may_patch(&client).await),
+        migration_guard: match guard::check(&read_guard(&client).await) {
+            Ok(()) => Guard::Holds,
+            Err(problem) => Guard::DoesNotHold {
+                why: problem.to_string(),
+            },
+        },
     })
 }
 
@@ -215,6 +232,12 @@ fn text(report: &Report, global: &GlobalArgs) -> Result<String> {
                     "  execute mode: you may not patch InferenceServices (migrate needs manifests/rbac/migrator.yaml)"
                 )?,
                 Answer::Unknown(why) => writeln!(out, "  execute mode: cannot tell ({why})")?,
+            }
+            match &found.migration_guard {
+                Guard::Holds => writeln!(out, "  migration guard: installed as shipped")?,
+                Guard::DoesNotHold { why } => {
+                    writeln!(out, "  migration guard: migrate sends nothing: {why}")?
+                }
             }
         }
     }

@@ -2,6 +2,7 @@
 //! writes the journal ConfigMap and the request annotation.
 
 use alfred::execute::breaker;
+use alfred::execute::guard::{self, Fetched, GuardRead};
 use alfred::execute::journal;
 use alfred::execute::run::{JournalDoc, ServiceState, Store, StoreError};
 use alfred::migration;
@@ -27,7 +28,8 @@ impl ClusterStore {
     /// Connects and takes the first read.
     pub async fn open(global: &GlobalArgs) -> Result<(ClusterStore, Snapshot, Timestamp)> {
         let client = live::client(global).await?;
-        let (snapshot, now) = read(global).await?;
+        let (mut snapshot, now) = read(global).await?;
+        snapshot.migration_guard = read_guard(&client).await;
         let store = ClusterStore {
             global: global.clone(),
             client,
@@ -88,9 +90,11 @@ impl Store for ClusterStore {
         if let Some(first) = self.first.take() {
             return Ok(first);
         }
-        read(&self.global)
+        let (mut snapshot, now) = read(&self.global)
             .await
-            .map_err(|e| StoreError::Observe(failure::describe(&e)))
+            .map_err(|e| StoreError::Observe(failure::describe(&e)))?;
+        snapshot.migration_guard = read_guard(&self.client).await;
+        Ok((snapshot, now))
     }
 
     async fn read_journal(&mut self) -> Result<JournalDoc, StoreError> {
@@ -175,5 +179,30 @@ impl Store for ClusterStore {
 
     fn new_uuid(&mut self) -> String {
         uuid::Uuid::new_v4().to_string()
+    }
+}
+
+/// The migration guard's policy and binding as the API server holds them (their JSON, so that
+/// every field is compared, not only those a typed client knows).
+pub async fn read_guard(client: &Client) -> GuardRead {
+    let fetch = async |plural: &str| -> Fetched {
+        let path = format!(
+            "/apis/admissionregistration.k8s.io/v1/{plural}/{}",
+            guard::NAME
+        );
+        let Ok(request) = http::Request::get(path).body(Vec::new()) else {
+            return Fetched::Unreadable("the request could not be built".into());
+        };
+        match client.request::<serde_json::Value>(request).await {
+            Ok(value) => Fetched::Found(value),
+            Err(kube::Error::Api(status)) if status.code == 404 => Fetched::Missing,
+            Err(e) => {
+                Fetched::Unreadable(failure::call_failed(&format!("reading {plural}"), &e).why)
+            }
+        }
+    };
+    GuardRead {
+        policy: fetch("validatingadmissionpolicies").await,
+        binding: fetch("validatingadmissionpolicybindings").await,
     }
 }

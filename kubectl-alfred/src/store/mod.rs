@@ -1,7 +1,7 @@
 //! Where an execute pass reads and writes: the live cluster, or a snapshot file (dry runs).
 //! The pass itself is `alfred::execute::run`; these are its two [`Store`]s.
 
-mod cluster;
+pub mod cluster;
 mod file;
 
 use alfred::config::Config;

@@ -8,6 +8,8 @@ pub const COOLDOWN_MINUTES: &str = "alfred.ome.io/cooldown-minutes";
 pub const SPOT_POLICY: &str = "alfred.ome.io/spot-policy";
 pub const TENANT_GROUP: &str = "alfred.ome.io/tenant-group";
 pub const OPT_OUT_REASON: &str = "alfred.ome.io/opt-out-reason";
+/// On a Node: the maintenance trigger that made Alfred cordon it (never removed by Alfred).
+pub const CORDONED_FOR_MAINTENANCE: &str = "alfred.ome.io/cordoned-for-maintenance";
 
 /// OME annotations.
 pub const DEPLOYMENT_MODE: &str = "ome.io/deploymentMode";

@@ -57,6 +57,24 @@ pub fn all_checks(ctx: &Context<'_>, instance: usize, purpose: Purpose) -> Vec<C
     checks
 }
 
+/// The resource of Cloud TPU chips (OME's TPU slices).
+const TPU: &str = "google.com/tpu";
+
+/// The first of the Instance's pods that requests TPU chips.
+pub(super) fn tpu_pod<'c>(ctx: &'c Context<'_>, i: usize) -> Option<&'c str> {
+    let cluster = &ctx.cluster;
+    cluster.instances[i]
+        .pods
+        .iter()
+        .map(|&p| &cluster.pods[p])
+        .find(|p| {
+            crate::simulate::pod_requests(&p.pod.spec)
+                .iter()
+                .any(|&(name, amount)| name == TPU && amount > 0)
+        })
+        .map(|p| p.name)
+}
+
 fn pass(text: &'static str) -> Verdict {
     Ok(Cow::Borrowed(text))
 }
@@ -92,6 +110,19 @@ fn evaluate(
         };
     }
 
+    check!(
+        "accelerators",
+        match tpu_pod(ctx, i) {
+            None => pass("its pods hold no TPU chips"),
+            Some(pod) => fail(
+                AcceleratorPlacementUnmodeled,
+                format!(
+                    "pod {pod} holds TPU chips ({TPU}); TPU slices are not modelled, so it is \
+                     never planned onto another slice"
+                ),
+            ),
+        }
+    );
     let access = &ctx.access[c];
     check!(
         "model location",

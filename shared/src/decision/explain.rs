@@ -107,6 +107,9 @@ pub struct Explanation {
     pub scheduling: Option<crate::simulate::SimulationOutcome>,
     /// What this pass recommends about it (rows for the Instance or its whole component).
     pub recommendations: Vec<Row>,
+    /// Its nodes that a maintenance trigger with `cordon: true` asks to cordon.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cordons: Vec<super::MaintenanceCordon>,
 }
 
 /// Explains the selected Instances, with the rows of a pass already run.
@@ -153,6 +156,14 @@ pub fn explain(
             component: selector.component.map_or("", |k| k.as_str()),
         });
     }
+    for e in &mut out {
+        e.cordons = decision
+            .cordons
+            .iter()
+            .filter(|c| e.nodes.iter().any(|n| n.node == c.node))
+            .cloned()
+            .collect();
+    }
     if out.is_empty() {
         return Err(match selector.instance {
             Some(index) => NotFound::Instance {
@@ -195,6 +206,7 @@ fn explain_unobservable(ctx: &Context<'_>, decision: &Decision, c: usize) -> Exp
         }],
         targets: Vec::new(),
         scheduling: None,
+        cordons: Vec::new(),
     }
 }
 
@@ -347,5 +359,6 @@ fn explain_instance(
         targets,
         scheduling,
         recommendations,
+        cordons: Vec::new(),
     }
 }

@@ -317,6 +317,43 @@ pub struct Decision {
     pub nodes: BTreeMap<String, NodeRecord>,
     /// Defragmentation moves dropped because no maintenance window was open.
     pub dropped_outside_window: usize,
+    /// Nodes a maintenance trigger with `cordon: true` asks to cordon, by name.
+    pub cordons: Vec<MaintenanceCordon>,
+}
+
+/// A node that OME's Alfred would cordon for maintenance, and the trigger that asks for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceCordon {
+    pub node: String,
+    /// The UID the pass saw: the cordon is written only to this node, re-read first.
+    #[serde(skip)]
+    pub uid: String,
+    pub rule: String,
+}
+
+/// The nodes to cordon for maintenance, sorted by name.
+fn maintenance_cordons(ctx: &Context<'_>) -> Vec<MaintenanceCordon> {
+    let triggers = &ctx.config.node_health.maintenance_triggers;
+    if !triggers.iter().any(|t| t.cordon) {
+        return Vec::new();
+    }
+    let mut out: Vec<MaintenanceCordon> = ctx
+        .cluster
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            crate::model::health::cordon_rule(n.node, triggers, ctx.now()).map(|t| {
+                MaintenanceCordon {
+                    node: n.name.to_string(),
+                    uid: n.uid.unwrap_or_default().to_string(),
+                    rule: t.name.clone(),
+                }
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.node.cmp(&b.node));
+    out
 }
 
 /// Runs both policies in recommend-only semantics: every row is `advisory`, and a move the
@@ -376,6 +413,7 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
         recommendations,
         nodes,
         dropped_outside_window,
+        cordons: maintenance_cordons(ctx),
     }
 }
 

@@ -141,7 +141,9 @@ fn evacuations(ctx: &Context<'_>) -> Vec<Recommendation> {
     let mut rows = Vec::new();
     let mut to_plan: Vec<(usize, CandidateReason, String)> = Vec::new();
     for (i, inst) in cluster.instances.iter().enumerate() {
-        if inst.gpus <= 0 {
+        // An Instance without GPUs is left alone, unless it holds TPU chips: then it is told
+        // why it is not moved.
+        if inst.gpus <= 0 && eligibility::tpu_pod(ctx, i).is_none() {
             continue;
         }
         // The source: an Unhealthy node of the Instance first, then the lowest name.

@@ -252,6 +252,11 @@ fn pass_wide(ctx: &Context<'_>, journal: &Journal) -> (Option<Withhold>, Option<
         Some(Withhold::new(DispatchReason::ExecutionDisabled, why))
     } else if let Some(why) = invalid_cooldown(ctx.snapshot) {
         Some(Withhold::new(DispatchReason::InvalidCooldown, why))
+    } else if let Err(problem) = super::guard::check(&ctx.snapshot.migration_guard) {
+        Some(Withhold::new(
+            DispatchReason::GuardUnavailable,
+            problem.to_string(),
+        ))
     } else {
         journal.backoff_until.filter(|&b| now < b).map(|b| {
             Withhold::new(

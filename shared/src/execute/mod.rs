@@ -5,8 +5,10 @@
 
 pub mod arbiter;
 pub mod breaker;
+pub mod cordon;
 pub mod dispatch;
 pub mod events;
+pub mod guard;
 pub mod journal;
 pub mod recheck;
 pub mod reconcile;

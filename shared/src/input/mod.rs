@@ -152,9 +152,49 @@ pub fn from_json<'a, T: Deserialize<'a>>(json: &'a str) -> serde_json::Result<T>
 
 /// serde_json's message without "at line L column C", which would point inside one value,
 /// and cut as [`cut_message`] cuts (its messages quote the value they refuse).
+/// An unknown key is named with the closest known one.
 pub fn without_position(e: &serde_json::Error) -> String {
     let text = e.to_string();
-    cut_message(text.rfind(" at line ").map_or(&*text, |at| &text[..at]))
+    let text = text.rfind(" at line ").map_or(&*text, |at| &text[..at]);
+    cut_message(&with_closest_key(text))
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`" becomes "unknown field `x`; did you
+/// mean `a`?" when a known key is near enough to be a misspelling of `x` (else it stays).
+fn with_closest_key(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return message.to_string();
+    };
+    let Some((unknown, expected)) = rest.split_once('`') else {
+        return message.to_string();
+    };
+    let known = expected.split('`').skip(1).step_by(2);
+    let distance = |k: &str| edit_distance(&unknown.to_lowercase(), &k.to_lowercase());
+    let Some((best, d)) = known.map(|k| (k, distance(k))).min_by_key(|(_, d)| *d) else {
+        return message.to_string();
+    };
+    if d > (unknown.chars().count() / 3).max(2) {
+        return message.to_string();
+    }
+    format!("unknown field `{unknown}`; did you mean `{best}`?")
+}
+
+/// Levenshtein distance in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// How much of a value a message quotes, and of a message built on a library's.

@@ -703,7 +703,11 @@ fn node_view<'s>(node: &'s Node, config: &Config, now: Timestamp) -> NodeView<'s
         preemptible,
         ready,
         health: health::node_health(node, &config.node_health, now),
-        maintenance: health::maintenance_triggers(node, &config.node_health.maintenance_triggers),
+        maintenance: health::maintenance_triggers(
+            node,
+            &config.node_health.maintenance_triggers,
+            now,
+        ),
         pods: Vec::new(),
     }
 }

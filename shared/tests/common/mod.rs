@@ -31,13 +31,23 @@ pub fn engine_resources(gpus: i64) -> Value {
                         "nvidia.com/gpu": gpus.to_string()}})
 }
 
+/// The migration guard as kube-apiserver v1.34.4 returned it after `kubectl apply -f
+/// manifests/rbac/migration-guard.yaml`: the policy and its binding.
+pub fn installed_guard() -> Vec<Value> {
+    let list: Value = serde_json::from_str(include_str!("../data/guard/installed.json")).unwrap();
+    list["items"].as_array().unwrap().clone()
+}
+
 impl World {
+    /// A cluster with the model `m` and the migration guard installed.
     pub fn new() -> World {
+        let mut items = vec![
+            json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel",
+            "metadata": {"name": "m"}, "spec": {"storage": {"storageUri": "hf://org/m"}}}),
+        ];
+        items.extend(installed_guard());
         World {
-            items: vec![
-                json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel",
-                "metadata": {"name": "m"}, "spec": {"storage": {"storageUri": "hf://org/m"}}}),
-            ],
+            items,
             now: NOW.into(),
         }
     }

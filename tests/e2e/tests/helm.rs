@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use alfred::execute::guard;
 use alfred_e2e::{Cluster, stderr, stdout};
 
 fn root() -> PathBuf {
@@ -169,6 +170,39 @@ fn the_chart_renders_and_passes_a_server_side_dry_run() {
     assert!(secret.contains("- --default-inference-services"));
     assert!(secret.contains(r#"resources: ["inferencereplicas", "inferenceservices"]"#));
     assert!(!secret.contains("failurePolicy: Fail"));
+
+    // The migration guard, on request, is the one migrate checks for, as the API server would
+    // store it.
+    assert!(
+        !defaults.contains("ValidatingAdmissionPolicy"),
+        "off by default"
+    );
+    let guarded = render(&helm, &["migrationGuard.enabled=true"]);
+    let out = cluster.kubectl_with(
+        &["apply", "--dry-run=server", "-o", "json", "-f", "-"],
+        &guarded,
+    );
+    assert!(
+        out.status.success(),
+        "server-side dry run: {}",
+        stderr(&out)
+    );
+    let applied: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let find = |kind: &str| {
+        let found = applied["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == guard::NAME);
+        found
+            .cloned()
+            .map_or(guard::Fetched::Missing, guard::Fetched::Found)
+    };
+    let read = guard::GuardRead {
+        policy: find("ValidatingAdmissionPolicy"),
+        binding: find("ValidatingAdmissionPolicyBinding"),
+    };
+    assert_eq!(guard::check(&read), Ok(()));
 
     // A Secret source without its name and CA is refused when rendering, saying what is missing.
     let chart = root().join("manifests/helm/alfred-webhook");

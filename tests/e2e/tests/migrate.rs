@@ -5,6 +5,7 @@
 
 use std::process::Output;
 use std::thread;
+use std::time::Duration;
 
 use alfred_e2e::{Cluster, stderr, stdout};
 use serde_json::{Value, json};
@@ -78,8 +79,13 @@ fn setup(name: &str) -> Cluster {
     cluster
 }
 
+/// A file of `manifests/rbac/`.
+fn rbac(file: &str) -> String {
+    format!("{}/../../manifests/rbac/{file}", env!("CARGO_MANIFEST_DIR"))
+}
+
 /// Seeds the objects, the model, the empty journal and recommendations ConfigMaps in `ome`,
-/// and the OMENative workloads `isvcs` (their InferenceService and InferenceReplica), then points each InferenceReplica's owner at its InferenceService's real
+/// the migration guard, and the OMENative workloads `isvcs` (their InferenceService and InferenceReplica), then points each InferenceReplica's owner at its InferenceService's real
 /// UID, as OME's controller owns them.
 fn seed_world(cluster: &Cluster, mut objects: Vec<Value>, isvcs: &[&str]) {
     // The model, and the ConfigMaps the chart creates in Alfred's namespace.
@@ -98,6 +104,8 @@ fn seed_world(cluster: &Cluster, mut objects: Vec<Value>, isvcs: &[&str]) {
     let text: Vec<String> = objects.iter().map(Value::to_string).collect();
     std::fs::write(&file, text.join("\n---\n")).unwrap();
     cluster.seed(&file);
+    // The guard on migrate's writes, without which execute mode sends nothing.
+    cluster.ok(&["apply", "-f", &rbac("migration-guard.yaml")]);
     for &isvc in isvcs {
         let uid = cluster.ok(&[
             "get",
@@ -462,7 +470,11 @@ fn a_patch_refused_after_the_journal_write_is_retried_with_the_same_uuid() {
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": "alfred-no-patch"},
         "rules": [{"apiGroups": ["ome.io"], "resources": ["inferenceservices"], "verbs": ["get"]},
-                  {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]}]});
+                  {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]},
+                  // migrate checks the guard on its writes before it sends.
+                  {"apiGroups": ["admissionregistration.k8s.io"],
+                   "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
+                   "resourceNames": ["alfred-migration-writes"], "verbs": ["get"]}]});
     let file = cluster.dir.join("no-patch.json");
     std::fs::write(&file, role.to_string()).unwrap();
     cluster.ok(&["apply", "-f", &file.display().to_string()]);
@@ -785,4 +797,239 @@ fn an_unsure_observation_is_never_moved() {
     let entries = journal(&cluster)["entries"].as_array().unwrap().clone();
     assert_eq!(entries.len(), 1, "only b's request: {entries:#?}");
     assert_eq!(entries[0]["workload"]["Name"], "b");
+}
+
+fn node_field(cluster: &Cluster, node: &str, path: &str) -> String {
+    cluster.ok(&["get", "node", node, "-o", &format!("jsonpath={path}")])
+}
+
+#[test]
+#[ignore = "needs the local control plane (make e2e)"]
+fn a_maintenance_cordon_is_written_only_when_asked_and_never_undone() {
+    let cluster = Cluster::up("migrate-cordon");
+    let past = "1700000000";
+    let mut due = node("n1", false);
+    due["metadata"]["labels"]["example.com/start-at"] = json!(past);
+    let mut later = node("n2", false);
+    later["metadata"]["labels"]["example.com/start-at"] = json!("4102444800");
+    seed_world(
+        &cluster,
+        vec![due, later, node("n3", false), pod("a", "n1", 4)],
+        &["a"],
+    );
+    let path = cluster.dir.join("alfred-config.yaml");
+    std::fs::write(
+        &path,
+        "schemaVersion: 1\nmode: execute\nmigration: {apiVersion: v1}\npolicies: {nodeHealth: {maintenance: {triggers: [\
+         {name: starts, label: {key: example.com/start-at, valueIsStartTime: true}, cordon: true}]}}}\n",
+    )
+    .unwrap();
+    let config = path.display().to_string();
+    let unschedulable = |n: &str| node_field(&cluster, n, "{.spec.unschedulable}");
+
+    // recommend says it; migrate without the flag leaves the node alone.
+    let advice = cluster.alfred(&["recommend", "-o", "json", "--config", &config]);
+    let advice: Value = serde_json::from_str(&stdout(&advice)).unwrap();
+    assert_eq!(advice["cordons"], json!([{"node": "n1", "rule": "starts"}]));
+    migrate(&cluster, &config);
+    assert_eq!(unschedulable("n1"), "");
+
+    let out = cluster.alfred(&[
+        "migrate",
+        "-o",
+        "json",
+        "--config",
+        &config,
+        "--enable-maintenance-cordon",
+    ]);
+    assert!(out.status.success(), "migrate: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cordoned node n1 for maintenance trigger \"starts\""),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(unschedulable("n1"), "true");
+    assert_eq!(unschedulable("n2"), "", "its start time is in 2100");
+    assert_eq!(
+        node_field(
+            &cluster,
+            "n1",
+            "{.metadata.annotations.alfred\\.ome\\.io/cordoned-for-maintenance}"
+        ),
+        "starts"
+    );
+    let events = cluster.ok(&[
+        "get",
+        "events",
+        "-n",
+        "default",
+        "--field-selector",
+        "involvedObject.name=n1,reason=NodeCordonedForMaintenance",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert_eq!(
+        events,
+        "node n1 cordoned because maintenance rule \"starts\" requests maintenance; Alfred does not uncordon it"
+    );
+
+    // The maintenance is called off: Alfred leaves the cordon to whoever owns the node.
+    cluster.ok(&["label", "node", "n1", "example.com/start-at-"]);
+    let out = cluster.alfred(&[
+        "migrate",
+        "--config",
+        &config,
+        "--enable-maintenance-cordon",
+    ]);
+    assert!(out.status.success(), "migrate: {}", stderr(&out));
+    assert_eq!(unschedulable("n1"), "true");
+}
+
+/// `kubectl ARGS` as the user `alfred-e2e-viewer`.
+fn as_viewer(cluster: &Cluster, args: &[&str]) -> Output {
+    let viewer = cluster.dir.join("kubeconfig-viewer").display().to_string();
+    let mut all = vec!["--kubeconfig", viewer.as_str()];
+    all.extend_from_slice(args);
+    cluster.kubectl(&all)
+}
+
+#[test]
+#[ignore = "needs the local control plane (make e2e)"]
+fn the_migrator_may_add_one_bounded_request_and_change_nothing_else() {
+    let cluster = setup("migrate-guard");
+    let config = execute_config(&cluster, "");
+    for file in ["reader.yaml", "migrator.yaml"] {
+        cluster.ok(&["apply", "-f", &rbac(file)]);
+    }
+    for role in ["alfred-reader", "alfred-migrator"] {
+        cluster.ok(&[
+            "create",
+            "clusterrolebinding",
+            &format!("{role}-viewer"),
+            &format!("--clusterrole={role}"),
+            "--user=alfred-e2e-viewer",
+        ]);
+    }
+    cluster.ok(&[
+        "create",
+        "rolebinding",
+        "alfred-journal-viewer",
+        "-n",
+        "ome",
+        "--role=alfred-journal",
+        "--user=alfred-e2e-viewer",
+    ]);
+    cluster.ok(&["annotate", "isvc", "b", "-n", "team", "owner=team-b"]);
+    let uuid = |n: u32| format!("{PREFIX}{n:08x}-0000-4000-8000-000000000000");
+    let request = r#"{"schemaVersion":"v1","component":"engine","instance":0,"from_node":"n1"}"#;
+    let patch = |p: Value| {
+        as_viewer(
+            &cluster,
+            &[
+                "patch",
+                "isvc",
+                "b",
+                "-n",
+                "team",
+                "--type",
+                "merge",
+                "-p",
+                &p.to_string(),
+            ],
+        )
+    };
+    let refused = [
+        (
+            json!({"spec": {"engine": {"minReplicas": 3}}}),
+            "alfred-migrator may not change an InferenceService's spec or status",
+        ),
+        (
+            json!({"metadata": {"annotations": {"owner": null}}}),
+            "alfred-migrator may not remove or change an annotation",
+        ),
+        (
+            json!({"metadata": {"labels": {"tier": "gold"}}}),
+            "alfred-migrator may not change an InferenceService's labels, finalizers or owners",
+        ),
+        (
+            json!({"metadata": {"annotations": {uuid(1): request, uuid(2): request}}}),
+            "alfred-migrator may only add exactly one OMENative v1 migration request annotation of at most 4096 bytes",
+        ),
+        (
+            json!({"metadata": {"annotations": {uuid(3): "x".repeat(4097)}}}),
+            "alfred-migrator may only add exactly one OMENative v1 migration request annotation of at most 4096 bytes",
+        ),
+        (
+            json!({"metadata": {"annotations": {"note": "hi"}}}),
+            "alfred-migrator may only add exactly one OMENative v1 migration request annotation of at most 4096 bytes",
+        ),
+    ];
+    // The policy takes effect a moment after its creation: until a harmless probe is refused
+    // (a probe admitted before then only adds an annotation), then every case at the first try.
+    alfred_e2e::wait_for(Duration::from_secs(20), "the guard to take effect", || {
+        !patch(json!({"metadata": {"annotations": {"probe": "x"}}}))
+            .status
+            .success()
+    });
+    for (body, message) in &refused {
+        let out = patch(body.clone());
+        assert!(
+            !out.status.success() && stderr(&out).contains(message),
+            "{body}: not refused with {message:?}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+    }
+    // An editor who may update InferenceServices anyway is not bound by it.
+    cluster.ok(&[
+        "patch",
+        "isvc",
+        "b",
+        "-n",
+        "team",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"labels":{"tier":"gold"}}}"#,
+    ]);
+
+    // Without the binding, the policy binds nobody: migrate sends nothing and says why in one
+    // sentence, and version says so too.
+    let out = cluster.alfred_as_viewer(&["version"]);
+    assert!(
+        stdout(&out).contains("migration guard: installed as shipped"),
+        "{}",
+        stdout(&out)
+    );
+    cluster.ok(&[
+        "delete",
+        "validatingadmissionpolicybinding",
+        "alfred-migration-writes",
+    ]);
+    let out = cluster.alfred_as_viewer(&["migrate", "-o", "json", "--config", &config]);
+    assert!(out.status.success(), "migrate: {}", stderr(&out));
+    let pass: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(pass["withheld"]["reason"], "GuardUnavailable", "{pass:#}");
+    assert_eq!(
+        pass["withheld"]["detail"],
+        "the ValidatingAdmissionPolicyBinding alfred-migration-writes is not installed, so the \
+         policy binds nobody; apply manifests/rbac/migration-guard.yaml"
+    );
+    assert_eq!(requests(&cluster, "b").len(), 0);
+    let out = cluster.alfred_as_viewer(&["version"]);
+    assert!(
+        stdout(&out).contains(
+            "migration guard: migrate sends nothing: the ValidatingAdmissionPolicyBinding"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    cluster.ok(&["apply", "-f", &rbac("migration-guard.yaml")]);
+
+    // migrate, as the bound user, sends its one request through the guard.
+    let out = cluster.alfred_as_viewer(&["migrate", "-o", "json", "--config", &config]);
+    assert!(out.status.success(), "migrate: {}", stderr(&out));
+    let pass: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(row(&pass, "team/b")["outcome"], "submitted", "{pass:#}");
+    assert_eq!(requests(&cluster, "b").len(), 1);
 }

@@ -35,4 +35,62 @@ fn the_reader_role_suffices_and_a_missing_permission_is_named() {
     let out = cluster.alfred_as_viewer(&["snapshot"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("SnapshotInfo"));
+
+    // ConfigMaps only by the four names the read asks for: no other can be listed or read.
+    let viewer = cluster.dir.join("kubeconfig-viewer").display().to_string();
+    let as_viewer = |args: &[&str]| {
+        let mut all = vec!["--kubeconfig", viewer.as_str()];
+        all.extend_from_slice(args);
+        cluster.kubectl(&all)
+    };
+    cluster.ok(&[
+        "create",
+        "configmap",
+        "secret-ish",
+        "-n",
+        "default",
+        "--from-literal=k=v",
+    ]);
+    cluster.ok(&[
+        "create",
+        "configmap",
+        "alfred-config",
+        "-n",
+        "default",
+        "--from-literal=config.yaml=schemaVersion: 1",
+    ]);
+    for refused in [
+        &["get", "configmaps", "-A"][..],
+        &["get", "configmaps", "-n", "default"],
+        &["get", "configmap", "secret-ish", "-n", "default"],
+        &["get", "configmap", "alfred-config", "-n", "default"],
+        &[
+            "get",
+            "configmaps",
+            "-A",
+            "--field-selector",
+            "metadata.name=secret-ish",
+        ],
+    ] {
+        let out = as_viewer(refused);
+        assert!(
+            !out.status.success() && stderr(&out).contains("forbidden"),
+            "{refused:?}: {}",
+            stderr(&out)
+        );
+    }
+    let out = as_viewer(&[
+        "get",
+        "configmaps",
+        "-A",
+        "--field-selector",
+        "metadata.name=alfred-config",
+        "-o",
+        "name",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "configmap/alfred-config");
+    // The plugin still reads its configuration through that grant.
+    let out = cluster.alfred_as_viewer(&["recommend", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }

@@ -57,6 +57,38 @@ struct Document<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     plan: Option<ConsolidationPlan>,
     nodes: &'a BTreeMap<String, NodeRecord>,
+    /// Nodes a maintenance trigger with `cordon: true` asks to cordon.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    cordons: &'a [decision::MaintenanceCordon],
+    /// OMENative components whose Instances cannot be resolved: Alfred abstains from them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unobserved: Vec<Unobserved>,
+}
+
+#[derive(Serialize)]
+struct Unobserved {
+    /// `namespace/name/component`.
+    component: String,
+    problem: String,
+}
+
+/// The components this pass could not observe, in the namespace shown.
+fn unobserved(ctx: &alfred::model::Context<'_>, namespace: Option<&str>) -> Vec<Unobserved> {
+    let cluster = &ctx.cluster;
+    cluster
+        .components
+        .iter()
+        .filter_map(|c| {
+            let why = c.unobservable.as_ref()?;
+            let workload = &cluster.workloads[c.workload].key;
+            namespace
+                .is_none_or(|ns| workload.split('/').next() == Some(ns))
+                .then(|| Unobserved {
+                    component: format!("{workload}/{}", c.kind),
+                    problem: why.to_string(),
+                })
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -103,6 +135,7 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
     let text = render_decision(
         &decision,
         plan,
+        unobserved(&ctx, args.namespace.as_deref()),
         input.now,
         args.namespace.as_deref(),
         global.output,
@@ -130,6 +163,7 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
 fn render_decision(
     d: &Decision,
     plan: Option<ConsolidationPlan>,
+    unobserved: Vec<Unobserved>,
     now: Timestamp,
     namespace: Option<&str>,
     output: Output,
@@ -163,6 +197,8 @@ fn render_decision(
             .collect(),
         nodes: &d.nodes,
         plan,
+        cordons: &d.cordons,
+        unobserved,
     };
     if let Some(text) = render::structured(&doc, output)? {
         return Ok(text);
@@ -175,10 +211,15 @@ fn render_decision(
         plan_text(plan, &mut out)?;
         return Ok(out);
     }
-    if shown.is_empty() {
+    if shown.is_empty() && doc.unobserved.is_empty() {
         writeln!(
             out,
             "No recommendations: no pool is fragmented past the threshold and no node needs evacuating."
+        )?;
+    } else if shown.is_empty() {
+        writeln!(
+            out,
+            "No recommendations about the components Alfred could observe."
         )?;
     } else {
         rows_table(&shown, wide, &mut out)?;
@@ -194,5 +235,48 @@ fn render_decision(
         writeln!(out)?;
         nodes_table(d, &mut out)?;
     }
+    cordons_text(&d.cordons, &mut out)?;
+    unobserved_text(&doc.unobserved, &mut out)?;
     Ok(out)
+}
+
+fn cordons_text(cordons: &[decision::MaintenanceCordon], out: &mut String) -> Result<()> {
+    if cordons.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nMaintenance cordons (`kubectl alfred migrate --enable-maintenance-cordon` cordons these; Alfred never uncordons):"
+    )?;
+    for c in cordons {
+        writeln!(
+            out,
+            "  {} would be cordoned: maintenance trigger {:?} asks for it",
+            c.node, c.rule
+        )?;
+    }
+    Ok(())
+}
+
+/// One line a component Alfred could not observe, the first few; the rest as a count.
+fn unobserved_text(unobserved: &[Unobserved], out: &mut String) -> Result<()> {
+    const SHOWN: usize = 10;
+    if unobserved.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nNot observed, so Alfred abstains from them (OMENativeObservationInvalid):"
+    )?;
+    for u in unobserved.iter().take(SHOWN) {
+        writeln!(out, "  {}: {}", u.component, u.problem)?;
+    }
+    if unobserved.len() > SHOWN {
+        writeln!(
+            out,
+            "  and {} more; `kubectl alfred explain NAMESPACE/NAME` tells each, `-o json` lists all",
+            unobserved.len() - SHOWN
+        )?;
+    }
+    Ok(())
 }
