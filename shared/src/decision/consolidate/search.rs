@@ -1,0 +1,284 @@
+//! The search for the next action: every prefix of each node's eviction order is a candidate,
+//! bounded by the GPUs it seats per move, tried best bound first.
+
+use rustc_hash::FxHashMap;
+
+use super::Planner;
+use super::trial::Trial;
+
+impl Planner<'_, '_> {
+    /// Pending GPUs an unplaced-pods-only best fit would seat in `room` on a node of
+    /// signature `sig` (the room's other nodes cannot seat them: they were tried).
+    fn benefit(&self, sig: usize, pool: Option<usize>, mut room: i64) -> i64 {
+        let allowed = &self.signatures[sig];
+        let mut gained = 0;
+        for (k, need) in self.needs.iter().enumerate() {
+            if !self.placed[k]
+                && need.gpus <= room
+                && allowed.contains(&need.class)
+                && pool.is_none_or(|p| self.seatable_in(k, p))
+            {
+                room -= need.gpus;
+                gained += need.gpus;
+            }
+        }
+        gained
+    }
+
+    /// The largest pending pod still waiting that a node of signature `sig` allows.
+    fn largest_waiting_for(&self, sig: usize) -> i64 {
+        let allowed = &self.signatures[sig];
+        (0..self.needs.len())
+            .filter(|&k| !self.placed[k] && allowed.contains(&self.needs[k].class))
+            .map(|k| self.needs[k].gpus)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The action with the most pending GPUs made placeable per move, within `budget` moves.
+    /// Every prefix (largest first) of each node's movables is a candidate, bounded by the
+    /// GPUs it seats per Instance taken off; candidates are tried in bound order, each with
+    /// the moves that make room for it, until no bound can beat the best found.
+    pub(super) fn best_action(&mut self, budget: usize) -> Option<Trial> {
+        if budget == 0 || self.placed.iter().all(|&p| p) {
+            return None;
+        }
+        // A pod larger than the most room any node of its pool has needs a move first.
+        self.largest_room = self
+            .room
+            .iter()
+            .map(|(pool, set)| {
+                let most = |rank: u8| {
+                    let mut ranked = set.range((rank, 0, 0)..(rank + 1, 0, 0));
+                    ranked.next_back().map_or(0, |r| r.1)
+                };
+                (pool.clone(), most(0).max(most(1)))
+            })
+            .collect();
+        if self.lookahead {
+            self.weigh_pools();
+        }
+        let mut cache = GainCache::default();
+        let largest_waiting: Vec<i64> = (0..self.signatures.len())
+            .map(|sig| self.largest_waiting_for(sig))
+            .collect();
+        if largest_waiting != self.largest_waiting {
+            // Which nodes may be half emptied changes: work every node out again.
+            self.largest_waiting = largest_waiting;
+            for n in 0..self.free.len() {
+                self.invalidate(n);
+            }
+        }
+        for n in std::mem::take(&mut self.dirty) {
+            if self.candidates[n].is_some()
+                || !self.host[n]
+                || self.signatures[self.signature[n]].is_empty()
+            {
+                continue;
+            }
+            let candidates = self.node_candidates(n);
+            // A node that could be emptied is emptied whole, not spoiled by half-emptying it,
+            // while pods that need a whole node of its size wait.
+            let whole_only = self.rank(n) == 1
+                && self.largest_waiting[self.signature[n]] >= self.ctx.cluster.nodes[n].gpu_total;
+            for (k, prefix) in candidates.iter().enumerate() {
+                if whole_only && k + 1 < candidates.len() {
+                    continue;
+                }
+                let least = self.least_moves(n, prefix);
+                let gained = self.gained(&mut cache, n, prefix.room);
+                if gained > 0 {
+                    self.bounds.push(Bound {
+                        ratio: gained as f64 / least as f64,
+                        gained,
+                        node: n,
+                        prefix: k + 1,
+                        version: self.version[n],
+                    });
+                }
+            }
+            self.candidates[n] = Some(candidates);
+        }
+        // Take candidates best bound first, checking each bound against the pending pods
+        // still waiting, until none can beat the best action found.
+        let mut best: Option<(f64, i64, Trial)> = None;
+        let mut tried: Vec<Bound> = Vec::new();
+        while let Some(c) = self.bounds.pop() {
+            // Later bounds are no higher: none can beat the best (ratio, then GPUs seated).
+            if best
+                .as_ref()
+                .is_some_and(|b| (c.ratio, c.gained) <= (b.0, b.1))
+            {
+                self.bounds.push(c);
+                break;
+            }
+            if c.version != self.version[c.node] {
+                continue;
+            }
+            let Some(prefix) = self.candidates[c.node]
+                .as_ref()
+                .and_then(|list| list.get(c.prefix - 1))
+            else {
+                continue;
+            };
+            let (room, least) = (prefix.room, self.least_moves(c.node, prefix));
+            if least > budget {
+                continue;
+            }
+            let gained = self.gained(&mut cache, c.node, room);
+            if gained <= 0 {
+                continue;
+            }
+            let ratio = gained as f64 / least as f64;
+            if ratio < c.ratio {
+                self.bounds.push(Bound { ratio, gained, ..c });
+                continue;
+            }
+            let order = self.eviction_order(c.node);
+            let trial = self.trial(c.node, &order[..c.prefix]);
+            // A tried candidate comes back at the ratio its moves gave: the room its pods
+            // need rarely grows, so trying it again each round at its first bound is wasted.
+            // One that finds no room for its pods is parked until its node changes (which
+            // works its candidates out again) or nothing else is left.
+            let Some(trial) = trial else {
+                self.parked.push((c, self.actions));
+                continue;
+            };
+            let ratio = gained as f64 / trial.moves.len() as f64;
+            tried.push(Bound { ratio, gained, ..c });
+            if trial.moves.len() > budget {
+                continue;
+            }
+            let better = best.as_ref().is_none_or(|b| {
+                (ratio, gained, std::cmp::Reverse(trial.moves.len()))
+                    > (b.0, b.1, std::cmp::Reverse(b.2.moves.len()))
+            });
+            if better {
+                best = Some((ratio, gained, trial));
+            }
+        }
+        // Candidates tried and not taken stay candidates (those of changed nodes drop out).
+        self.bounds.extend(tried);
+        best.map(|b| b.2)
+    }
+
+    /// Makes the parked candidates candidates again when actions were made since they were
+    /// parked (the room they lacked may exist now); false when there are none such.
+    pub(super) fn retry_parked(&mut self) -> bool {
+        let actions = self.actions;
+        let (retry, stay): (Vec<_>, Vec<_>) = std::mem::take(&mut self.parked)
+            .into_iter()
+            .partition(|&(c, at)| at < actions && c.version == self.version[c.node]);
+        self.parked = stay;
+        let any = !retry.is_empty();
+        self.bounds.extend(retry.into_iter().map(|(c, _)| c));
+        any
+    }
+
+    /// Pending GPUs a node's room would seat now, memoized for the round.
+    fn gained(&self, cache: &mut GainCache, n: usize, room: i64) -> i64 {
+        let (sig, pool) = (self.signature[n], self.node_pool[n]);
+        *cache
+            .entry((sig, pool, room))
+            .or_insert_with(|| self.benefit(sig, pool, room))
+    }
+
+    /// The prefixes of a node's eviction order: the room each leaves and what it moves.
+    fn node_candidates(&self, n: usize) -> Vec<Prefix> {
+        let mut room = self.spare(n);
+        let mut pods: Vec<i64> = Vec::new();
+        self.eviction_order(n)
+            .into_iter()
+            .enumerate()
+            .map(|(k, m)| {
+                room += self.movables[m].gpus_on(n);
+                let movable = &self.movables[m];
+                pods.extend(movable.pods.iter().map(|p| p.gpus));
+                Prefix {
+                    room,
+                    moves: k + 1,
+                    pods: pods.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// The fewest moves a prefix of node `n` can take: one a movable, one more for each pod
+    /// larger than any room in the pool (a movable's pool is its node's).
+    fn least_moves(&self, n: usize, prefix: &Prefix) -> usize {
+        let pool = self.ctx.cluster.nodes[n].pool.as_ref();
+        let largest = pool
+            .and_then(|p| self.largest_room.get(p))
+            .copied()
+            .unwrap_or(0);
+        prefix.moves + prefix.pods.iter().filter(|&&gpus| gpus > largest).count()
+    }
+
+    /// A node's movables not yet moved, largest share of the node first.
+    fn eviction_order(&self, n: usize) -> Vec<usize> {
+        self.on_node[n]
+            .iter()
+            .copied()
+            .filter(|&m| !self.moved[m])
+            .collect()
+    }
+}
+
+/// Pending GPUs seated per (signature, pool, room), for one round.
+pub(super) type GainCache = FxHashMap<(usize, Option<usize>, i64), i64>;
+
+/// A candidate action's bound in the search: GPUs seated per move at best.
+#[derive(Clone, Copy)]
+pub(super) struct Bound {
+    pub(super) ratio: f64,
+    pub(super) gained: i64,
+    pub(super) node: usize,
+    pub(super) prefix: usize,
+    /// The node's version when the bound was worked out.
+    pub(super) version: u32,
+}
+
+impl Bound {
+    /// Higher ratio, more GPUs, shorter prefix, lower node index: first.
+    fn key(&self) -> (f64, i64, std::cmp::Reverse<usize>, std::cmp::Reverse<usize>) {
+        (
+            self.ratio,
+            self.gained,
+            std::cmp::Reverse(self.prefix),
+            std::cmp::Reverse(self.node),
+        )
+    }
+}
+
+impl PartialEq for Bound {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Bound {}
+
+impl PartialOrd for Bound {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Bound {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let (a, b) = (self.key(), other.key());
+        a.0.total_cmp(&b.0)
+            .then(a.1.cmp(&b.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    }
+}
+
+/// A prefix of a node's eviction order: the room it leaves, the movables it takes, and their
+/// pods' GPUs.
+#[derive(Clone)]
+pub(super) struct Prefix {
+    pub(super) room: i64,
+    pub(super) moves: usize,
+    pub(super) pods: Vec<i64>,
+}
