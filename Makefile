@@ -11,7 +11,7 @@ RELEASE_URL ?= https://github.com/OWNER/kubectl-alfred/releases/download/v$(shel
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test unit e2e oracle cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-live install dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
+.PHONY: help build test unit e2e oracle cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-churn bench-live install dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -71,6 +71,15 @@ bench-trace: ## Consolidation plans on the openb trace: make bench-trace OPENB=D
 	for list in default multigpu50; do \
 	  $(TARGET_DIR)/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
 	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed 1 --repeat-nodes 4278 || exit 1; done
+
+bench-churn: ## Fragmentation over time: the closed-loop replay of the openb trace (24 h after 2 h of warm-up), JSON lines: make bench-churn OPENB=DIR [SEEDS="1 2 3"] [LOADS="0.9 0.97"]
+	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }
+	$(CARGO) build -q --release -p alfred-shared --example churn_bench
+	for list in default multigpu50; do for load in $(or $(LOADS),0.9 0.97); do for seed in $(or $(SEEDS),1 2 3); do \
+	  for profile in default gpu-packing; do \
+	    $(TARGET_DIR)/release/examples/churn_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
+	      --pods $(OPENB)/openb_pod_list_$$list.csv --load $$load --seed $$seed --profile $$profile || exit 1; \
+	  done; done; done; done
 
 bench-live: ## Live reads against file replays on a seeded local control plane (10,000 nodes, 41,000 pods): time and peak memory
 	tests/cluster/build.sh >/dev/null

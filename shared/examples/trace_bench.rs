@@ -20,6 +20,10 @@
 
 use std::time::Instant;
 
+#[path = "common/repack.rs"]
+mod repack;
+// Shared by the replays: each uses part of it.
+#[allow(dead_code)]
 #[path = "common/trace.rs"]
 mod trace;
 
@@ -58,41 +62,13 @@ fn run() -> Result<(), String> {
     let max_moves: Option<usize> = flag("--max-moves")
         .map(|v| v.parse().map_err(|e| format!("--max-moves: {e}")))
         .transpose()?;
-    let mut nodes = trace::read_nodes(&read("--nodes")?)?;
-    if let Some(n) = flag("--eight-gpu-nodes") {
-        let n: usize = n.parse().map_err(|e| format!("--eight-gpu-nodes: {e}"))?;
-        let model = commonest_eight_gpu_model(&nodes).ok_or("the node list has no 8-GPU node")?;
-        let shape = nodes
-            .iter()
-            .find(|x| x.model == model && x.gpus == 8)
-            .unwrap();
-        let (cpu, memory) = (shape.cpu_milli, shape.memory_mib);
-        nodes = (0..n)
-            .map(|i| trace::TraceNode {
-                name: format!("node-{i:05}"),
-                cpu_milli: cpu,
-                memory_mib: memory,
-                gpus: 8,
-                model: model.clone(),
-            })
-            .collect();
-    }
-    if let Some(n) = flag("--repeat-nodes") {
-        let n: usize = n.parse().map_err(|e| format!("--repeat-nodes: {e}"))?;
-        let list = std::mem::take(&mut nodes);
-        nodes = (0..n)
-            .filter_map(|i| {
-                let x = list.get(i % list.len().max(1))?;
-                Some(trace::TraceNode {
-                    name: format!("{}-{}", x.name, i / list.len()),
-                    cpu_milli: x.cpu_milli,
-                    memory_mib: x.memory_mib,
-                    gpus: x.gpus,
-                    model: x.model.clone(),
-                })
-            })
-            .collect();
-    }
+    let eight: Option<usize> = flag("--eight-gpu-nodes")
+        .map(|n| n.parse().map_err(|e| format!("--eight-gpu-nodes: {e}")))
+        .transpose()?;
+    let repeat: Option<usize> = flag("--repeat-nodes")
+        .map(|n| n.parse().map_err(|e| format!("--repeat-nodes: {e}")))
+        .transpose()?;
+    let nodes = trace::reshape_nodes(trace::read_nodes(&read("--nodes")?)?, eight, repeat)?;
     let tasks = trace::read_tasks(&read("--pods")?)?;
     let cpu_memory = !args.iter().any(|a| a == "--gpus-only");
     let replay = trace::replay(&nodes, &tasks, load, seed, cpu_memory);
@@ -125,19 +101,7 @@ fn run() -> Result<(), String> {
     let free_now: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_free).collect();
     let now_ = consolidate::placeable(&ctx, &movable, &free_now);
     let mut free_ideal = free_now.clone();
-    // An Instance that fills its node stays: moving it only swaps which node is full.
-    let repackable: Vec<bool> = cluster
-        .instances
-        .iter()
-        .zip(&movable)
-        .map(|(inst, &m)| {
-            m && !inst.pods.iter().any(|&p| {
-                let pod = &cluster.pods[p];
-                pod.host
-                    .is_some_and(|n| pod.gpus >= cluster.nodes[n].gpu_total)
-            })
-        })
-        .collect();
+    let repackable = repack::repackable(cluster, &movable);
     for pool in score::score_pools(&ctx, &repackable) {
         for m in &pool.repack_moves {
             let gpus = cluster.pods[m.pod].gpus;
@@ -147,7 +111,7 @@ fn run() -> Result<(), String> {
     }
     let gpu_ideal = consolidate::placeable(&ctx, &movable, &free_ideal);
     if cpu_memory {
-        free_ideal = repack_all_resources(&ctx, &repackable);
+        free_ideal = repack::all_resources(&ctx, &repackable);
     }
     let ideal = consolidate::placeable(&ctx, &movable, &free_ideal);
     let after = plan.after();
@@ -221,89 +185,11 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// The resources the replays check, in this order.
-const RESOURCES: [&str; 3] = ["nvidia.com/gpu", "cpu", "memory"];
-
-/// A pod's requests of `RESOURCES`, in milli-units.
-fn requests_of(cluster: &Cluster<'_>, p: usize) -> [i64; 3] {
-    let all = alfred::simulate::pod_requests(&cluster.pods[p].pod.spec);
-    RESOURCES.map(|r| all.iter().find(|(n, _)| *n == r).map_or(0, |(_, v)| *v))
-}
-
-/// Each node's allocatable `RESOURCES`, in milli-units.
-fn allocatable_of(cluster: &Cluster<'_>) -> Vec<[i64; 3]> {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| {
-            RESOURCES.map(|r| {
-                n.node
-                    .allocatable()
-                    .iter()
-                    .find(|(name, _)| *name == r)
-                    .and_then(|(_, q)| alfred::kubernetes::quantity::value(q))
-                    .map_or(0, |v| (v * 1000.0).round() as i64)
-            })
-        })
-        .collect()
-}
-
-/// The ideal repack in every resource: first-fit decreasing (most GPUs first) of the
-/// repackable Instances' pods onto the nodes of their pool, fullest first, each where its GPUs,
-/// CPU and memory fit beside the pods that stay and the scheduler's node filters allow it.
-/// The free GPUs per node it leaves.
-fn repack_all_resources(ctx: &Context<'_>, repackable: &[bool]) -> Vec<i64> {
-    let cluster = &ctx.cluster;
-    let surges = alfred::simulate::Surges::new(ctx);
-    let requests = |p: usize| requests_of(cluster, p);
-    let mut free = allocatable_of(cluster);
-    let mut moves = vec![false; cluster.pods.len()];
-    for (i, inst) in cluster.instances.iter().enumerate() {
-        for &p in &inst.pods {
-            moves[p] = repackable[i];
-        }
-    }
-    let mut items: Vec<(usize, [i64; 3])> = Vec::new();
-    for (p, pod) in cluster.pods.iter().enumerate() {
-        let (Some(n), false) = (pod.host, pod.terminal) else {
-            continue;
-        };
-        let r = requests(p);
-        let moves = moves[p];
-        if moves && cluster.nodes[n].pool.is_some() {
-            items.push((p, r));
-        } else {
-            for k in 0..3 {
-                free[n][k] -= r[k];
-            }
-        }
-    }
-    items.sort_by_key(|&(p, r)| (std::cmp::Reverse(r[0]), std::cmp::Reverse(r[1]), p));
-    let mut order: Vec<usize> = (0..cluster.nodes.len())
-        .filter(|&n| cluster.nodes[n].gpu_total > 0)
-        .collect();
-    order.sort_by_key(|&n| (free[n][0], n));
-    for (p, r) in items {
-        let pool = cluster.nodes[cluster.pods[p].host.unwrap()].pool.as_ref();
-        let to = order.iter().copied().find(|&n| {
-            cluster.nodes[n].pool.as_ref() == pool
-                && (0..3).all(|k| free[n][k] >= r[k])
-                && surges.allows(p, n)
-        });
-        // A pod that fits nowhere else stays where it is.
-        let to = to.unwrap_or_else(|| cluster.pods[p].host.unwrap());
-        for k in 0..3 {
-            free[to][k] -= r[k];
-        }
-    }
-    free.iter().map(|f| f[0] / 1000).collect()
-}
-
 /// The plan's steps replayed as surges on each node's allocatable CPU, memory and GPUs: how
 /// many put a new pod where those run short.
 fn steps_short(cluster: &Cluster<'_>, steps: &[consolidate::PlanStep]) -> usize {
-    let requests = |p: usize| requests_of(cluster, p);
-    let mut free = allocatable_of(cluster);
+    let requests = |p: usize| repack::requests_of(cluster, p);
+    let mut free = repack::allocatable_of(cluster);
     for (p, pod) in cluster.pods.iter().enumerate() {
         if let (Some(n), false) = (pod.host, pod.terminal) {
             let r = requests(p);
@@ -332,17 +218,6 @@ fn steps_short(cluster: &Cluster<'_>, steps: &[consolidate::PlanStep]) -> usize 
         short += usize::from(!fits);
     }
     short
-}
-
-fn commonest_eight_gpu_model(nodes: &[trace::TraceNode]) -> Option<String> {
-    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
-    for n in nodes.iter().filter(|n| n.gpus == 8) {
-        *counts.entry(&n.model).or_default() += 1;
-    }
-    counts
-        .into_iter()
-        .max_by_key(|&(m, c)| (c, std::cmp::Reverse(m)))
-        .map(|(m, _)| m.to_string())
 }
 
 /// A lower bound on moves for the pending pods that need whole nodes: for each node size C that

@@ -19,21 +19,24 @@ pub struct TraceNode {
 }
 
 pub struct Task {
+    pub name: String,
     pub cpu_milli: i64,
     pub memory_mib: i64,
     pub num_gpu: i64,
     pub gpu_milli: i64,
     /// Allowed GPU types; empty is any.
     pub gpu_spec: Vec<String>,
+    /// Seconds from creation to deletion, when the list has those columns.
+    pub lifetime: Option<i64>,
 }
 
 impl Task {
-    fn whole(&self) -> bool {
+    pub fn whole(&self) -> bool {
         self.gpu_milli >= 1000 || self.num_gpu > 1
     }
 
     /// GPUs the task holds once placed: a sharing task holds one.
-    fn holds(&self) -> i64 {
+    pub fn holds(&self) -> i64 {
         if self.whole() { self.num_gpu } else { 1 }
     }
 
@@ -85,7 +88,9 @@ pub fn read_nodes(text: &str) -> Result<Vec<TraceNode>, String> {
 pub fn read_tasks(text: &str) -> Result<Vec<Task>, String> {
     let mut tasks = Vec::new();
     for r in rows(text)? {
+        let times = (int(&r, "creation_time"), int(&r, "deletion_time"));
         let task = Task {
+            name: r.get("name").cloned().unwrap_or_default(),
             cpu_milli: int(&r, "cpu_milli")?,
             memory_mib: int(&r, "memory_mib")?,
             num_gpu: int(&r, "num_gpu")?,
@@ -99,6 +104,10 @@ pub fn read_tasks(text: &str) -> Result<Vec<Task>, String> {
                         .collect()
                 })
                 .unwrap_or_default(),
+            lifetime: match times {
+                (Ok(created), Ok(deleted)) => Some(deleted - created),
+                _ => None,
+            },
         };
         if task.num_gpu > 0 {
             tasks.push(task);
@@ -153,27 +162,7 @@ pub fn replay(
     let mut free_gpu: Vec<i64> = nodes.iter().map(|n| n.gpus).collect();
     let mut free_cpu: Vec<i64> = nodes.iter().map(|n| n.cpu_milli).collect();
     let mut free_mem: Vec<i64> = nodes.iter().map(|n| n.memory_mib).collect();
-    let mut items: Vec<Value> = vec![
-        json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel",
-        "metadata": {"name": MODEL}, "spec": {"storage": {"storageUri": "hf://trace/model"}}}),
-    ];
-    for n in nodes {
-        items.push(json!({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": n.name, "uid": format!("uid-{}", n.name), "creationTimestamp": "2026-09-01T00:00:00Z",
-                "labels": {"kubernetes.io/hostname": n.name, "nvidia.com/gpu.product": n.model,
-                           "nvidia.com/gpu.count": n.gpus.to_string(),
-                           format!("models.ome.io/clusterbasemodel.{MODEL}"): "Ready"}},
-            "spec": {},
-            "status": {
-                "capacity": {"cpu": format!("{}m", n.cpu_milli), "memory": format!("{}Mi", n.memory_mib),
-                             "nvidia.com/gpu": n.gpus.to_string(), "pods": "110"},
-                "allocatable": {"cpu": format!("{}m", n.cpu_milli), "memory": format!("{}Mi", n.memory_mib),
-                                "nvidia.com/gpu": n.gpus.to_string(), "pods": "110"},
-                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-09-01T00:00:00Z"},
-                               {"type": "GpuUnhealthy", "status": "False", "lastTransitionTime": "2026-09-01T00:00:00Z"}]}
-        }));
-    }
+    let mut items = cluster_objects(nodes);
     let (mut asked, mut placed_tasks, mut pending_tasks) = (0.0, 0, 0);
     let mut k = 0usize;
     while asked < load * total as f64 && !tasks.is_empty() {
@@ -228,9 +217,35 @@ pub fn replay(
     }
 }
 
+/// The model and the nodes: a cluster before any task.
+pub fn cluster_objects(nodes: &[TraceNode]) -> Vec<Value> {
+    let mut items: Vec<Value> = vec![
+        json!({"apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel",
+        "metadata": {"name": MODEL}, "spec": {"storage": {"storageUri": "hf://trace/model"}}}),
+    ];
+    for n in nodes {
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": n.name, "uid": format!("uid-{}", n.name), "creationTimestamp": "2026-09-01T00:00:00Z",
+                "labels": {"kubernetes.io/hostname": n.name, "nvidia.com/gpu.product": n.model,
+                           "nvidia.com/gpu.count": n.gpus.to_string(),
+                           format!("models.ome.io/clusterbasemodel.{MODEL}"): "Ready"}},
+            "spec": {},
+            "status": {
+                "capacity": {"cpu": format!("{}m", n.cpu_milli), "memory": format!("{}Mi", n.memory_mib),
+                             "nvidia.com/gpu": n.gpus.to_string(), "pods": "110"},
+                "allocatable": {"cpu": format!("{}m", n.cpu_milli), "memory": format!("{}Mi", n.memory_mib),
+                                "nvidia.com/gpu": n.gpus.to_string(), "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-09-01T00:00:00Z"},
+                               {"type": "GpuUnhealthy", "status": "False", "lastTransitionTime": "2026-09-01T00:00:00Z"}]}
+        }));
+    }
+    items
+}
+
 /// A task's objects: an OMENative InferenceService with its InferenceReplica and pod for a
 /// whole-GPU task, a plain pod for a sharing one.
-fn objects(k: usize, task: &Task, node: Option<&str>, cpu_memory: bool) -> Vec<Value> {
+pub fn objects(k: usize, task: &Task, node: Option<&str>, cpu_memory: bool) -> Vec<Value> {
     let name = format!("task-{k:05}");
     let holds = task.holds();
     let mut pod = json!({
@@ -291,4 +306,56 @@ fn objects(k: usize, task: &Task, node: Option<&str>, cpu_memory: bool) -> Vec<V
                     "readySince": TIME}]}}),
         pod,
     ]
+}
+
+/// The node list as a replay asks for it: with `eight`, that many 8-GPU nodes of the list's
+/// commonest 8-GPU type; with `repeat`, the list repeated to that many nodes (its mix of sizes
+/// and models on a larger cluster).
+pub fn reshape_nodes(
+    mut nodes: Vec<TraceNode>,
+    eight: Option<usize>,
+    repeat: Option<usize>,
+) -> Result<Vec<TraceNode>, String> {
+    if let Some(n) = eight {
+        let shape = commonest_eight_gpu_node(&nodes).ok_or("the node list has no 8-GPU node")?;
+        let (cpu, memory, model) = (shape.cpu_milli, shape.memory_mib, shape.model.clone());
+        nodes = (0..n)
+            .map(|i| TraceNode {
+                name: format!("node-{i:05}"),
+                cpu_milli: cpu,
+                memory_mib: memory,
+                gpus: 8,
+                model: model.clone(),
+            })
+            .collect();
+    }
+    if let Some(n) = repeat {
+        let list = std::mem::take(&mut nodes);
+        nodes = (0..n)
+            .filter_map(|i| {
+                let x = list.get(i % list.len().max(1))?;
+                Some(TraceNode {
+                    name: format!("{}-{}", x.name, i / list.len()),
+                    cpu_milli: x.cpu_milli,
+                    memory_mib: x.memory_mib,
+                    gpus: x.gpus,
+                    model: x.model.clone(),
+                })
+            })
+            .collect();
+    }
+    Ok(nodes)
+}
+
+/// The first node of the commonest 8-GPU model (ties to the first name).
+fn commonest_eight_gpu_node(nodes: &[TraceNode]) -> Option<&TraceNode> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for n in nodes.iter().filter(|n| n.gpus == 8) {
+        *counts.entry(&n.model).or_default() += 1;
+    }
+    let model = counts
+        .into_iter()
+        .max_by_key(|&(m, c)| (c, std::cmp::Reverse(m)))?
+        .0;
+    nodes.iter().find(|n| n.gpus == 8 && n.model == model)
 }
