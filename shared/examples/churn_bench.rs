@@ -81,16 +81,9 @@ struct Options {
 
 fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let flag = |name: &str| trace::flag(&args, name);
     let number = |name: &str, default: f64| -> Result<f64, String> {
-        flag(name).map_or(Ok(default), |v| {
-            v.parse().map_err(|e| format!("{name} {v}: {e}"))
-        })
+        Ok(trace::parsed(&args, name)?.unwrap_or(default))
     };
     let read = |path: &str| std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"));
     let nodes_path = flag("--nodes").ok_or("--nodes FILE is required (the openb node list)")?;
@@ -110,15 +103,10 @@ fn run() -> Result<(), String> {
             ));
         }
     }
-    let count = |name: &str| -> Result<Option<usize>, String> {
-        flag(name)
-            .map(|v| v.parse().map_err(|e| format!("{name} {v}: {e}")))
-            .transpose()
-    };
     let nodes = trace::reshape_nodes(
         trace::read_nodes(&read(&nodes_path)?)?,
-        count("--eight-gpu-nodes")?,
-        count("--repeat-nodes")?,
+        trace::parsed(&args, "--eight-gpu-nodes")?,
+        trace::parsed(&args, "--repeat-nodes")?,
     )?;
     let mut tasks = trace::read_tasks(&read(&pods_path)?)?;
     if tasks.iter().any(|t| t.lifetime.is_none()) {

@@ -45,12 +45,7 @@ fn main() {
 
 fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let flag = |name: &str| trace::flag(&args, name);
     let read = |name: &str| -> Result<String, String> {
         let path = flag(name).ok_or(format!("{name} FILE is required"))?;
         std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))
@@ -62,13 +57,11 @@ fn run() -> Result<(), String> {
     let max_moves: Option<usize> = flag("--max-moves")
         .map(|v| v.parse().map_err(|e| format!("--max-moves: {e}")))
         .transpose()?;
-    let eight: Option<usize> = flag("--eight-gpu-nodes")
-        .map(|n| n.parse().map_err(|e| format!("--eight-gpu-nodes: {e}")))
-        .transpose()?;
-    let repeat: Option<usize> = flag("--repeat-nodes")
-        .map(|n| n.parse().map_err(|e| format!("--repeat-nodes: {e}")))
-        .transpose()?;
-    let nodes = trace::reshape_nodes(trace::read_nodes(&read("--nodes")?)?, eight, repeat)?;
+    let nodes = trace::reshape_nodes(
+        trace::read_nodes(&read("--nodes")?)?,
+        trace::parsed(&args, "--eight-gpu-nodes")?,
+        trace::parsed(&args, "--repeat-nodes")?,
+    )?;
     let tasks = trace::read_tasks(&read("--pods")?)?;
     let cpu_memory = !args.iter().any(|a| a == "--gpus-only");
     let replay = trace::replay(&nodes, &tasks, load, seed, cpu_memory);

@@ -359,3 +359,21 @@ fn commonest_eight_gpu_node(nodes: &[TraceNode]) -> Option<&TraceNode> {
         .0;
     nodes.iter().find(|n| n.gpus == 8 && n.model == model)
 }
+
+/// The value after `name` on a replay's command line, if given.
+pub fn flag(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+/// The value after `name`, parsed, if given.
+pub fn parsed<T: std::str::FromStr>(args: &[String], name: &str) -> Result<Option<T>, String>
+where
+    T::Err: std::fmt::Display,
+{
+    flag(args, name)
+        .map(|v| v.parse().map_err(|e| format!("{name} {v}: {e}")))
+        .transpose()
+}
