@@ -4,8 +4,10 @@
 //!
 //!     cargo run --release -p alfred-shared --example churn_bench -- \
 //!       --nodes NODES.csv --pods PODS.csv [--lifetimes PODS.csv] [--load 0.9] [--seed 1] \
-//!       [--hours 24] [--warmup 2] [--profile default|gpu-packing] [--alfred off] \
-//!       [--eight-gpu-nodes N] [--repeat-nodes N]
+//!       [--hours 24] [--warmup 2] [--profile default|gpu-packing] [--alfred off|on] \
+//!       [--config ALFRED.yaml] [--eight-gpu-nodes N] [--repeat-nodes N] \
+//!       [--ack-seconds 5] [--load-seconds 60] [--fail-rate 0.05] [--no-ack-rate 0.01] \
+//!       [--ready-timeout-minutes 30] [--operator-minutes 30]
 //!
 //! Tasks arrive as a Poisson process at an offered load of LOAD x the cluster's GPUs, each a row
 //! of the task list drawn at random with its GPUs, CPU, memory, GPU models and lifetime (a list
@@ -26,43 +28,60 @@
 //! scheduler's node filters) would seat are counted: `fragPendingGpuHours` is what
 //! defragmentation can fix, `pendingGpuHours` all waiting.
 //!
+//! With `--alfred on`, Alfred's real execute pass (`execute::run::run_pass`: arbiter, caps,
+//! cooldowns, journal, `followPlan`, fresh-read checks) runs every `decisionLoopInterval` on
+//! the world as a store (`churn/store.rs`), configured by `--config` (default
+//! `churn/alfred-chart.yaml`: the ome-alfred chart's bounds, execute mode, `followPlan`), with
+//! the replay's scheduler profile. A simulated OME answers each request (`churn/world.rs`):
+//! acknowledged after `--ack-seconds` (never, for a share `--no-ack-rate`), a surge at the
+//! lowest unused index placed by the scheduler with the hints as preferred nodes, ready
+//! `--load-seconds` after binding (or failed, for a share `--fail-rate`), then the source
+//! drains; unready by `--ready-timeout-minutes` it expires. A request that can never resolve
+//! is resolved by an operator after `--operator-minutes`, as the runbook says. Every send is
+//! checked independently: `capViolations` (in flight, per hour, cooldowns), `staleSends`
+//! (the Instance not on its source or busy, or its target without room), `bounceBacks` (moved
+//! again within 1 h, or back to a node it left within 24 h).
+//!
 //! `--eight-gpu-nodes N` and `--repeat-nodes N` reshape the node list as `trace_bench` does.
 
-use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::time::Instant;
 
 #[path = "common/repack.rs"]
 mod repack;
+#[path = "churn/scheduler.rs"]
+mod scheduler;
+#[path = "churn/store.rs"]
+mod store;
 // Shared by the replays: each uses part of it.
 #[allow(dead_code)]
 #[path = "common/trace.rs"]
 mod trace;
+#[path = "churn/world.rs"]
+mod world;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use alfred::api::core::Pod as PodObject;
 use alfred::config::Config;
 use alfred::decision::{consolidate, movable};
+use alfred::execute::run::{self, JournalDoc};
 use alfred::model::Context;
-use alfred::simulate::{self, Ledger, NewPod, Profile, Request};
+use alfred::simulate::{self, NewPod, Profile};
 use alfred::snapshot::Snapshot;
 use serde_json::{Value, json};
 use trace::{Rng, Task, TraceNode};
+use world::{Counters, Event, HOUR, MINUTE, OmeSettings, World, timestamp, uniform};
 
-/// Milliseconds: the virtual clock's unit.
-const MINUTE: u64 = 60_000;
-const HOUR: u64 = 60 * MINUTE;
 /// How often fragmentation is sampled while something waits.
 const SAMPLE: u64 = 5 * MINUTE;
 /// The shortest run a task is given (the trace holds tasks deleted as they were created).
 const SHORTEST: u64 = MINUTE;
 /// The pod sizes whose waits are reported.
 const SIZES: [i64; 4] = [1, 2, 4, 8];
-/// The time every snapshot claims: the replay's objects carry fixed timestamps, so that every
-/// Instance has been ready long enough to be movable.
-const SNAPSHOT_TIME: &str = "2026-09-28T10:15:00Z";
+/// Alfred's configuration when `--config` names none: the ome-alfred chart's bounds, in
+/// execute mode, following the consolidation plan.
+const CHART_CONFIG: &str = include_str!("churn/alfred-chart.yaml");
 
 fn main() {
     if let Err(e) = run() {
@@ -77,6 +96,11 @@ struct Options {
     hours: f64,
     warmup: f64,
     profile: String,
+    /// Alfred's configuration, when it runs.
+    alfred: Option<Config>,
+    ome: OmeSettings,
+    /// A line a pass on stderr: what was sent, or why not.
+    log: bool,
 }
 
 fn run() -> Result<(), String> {
@@ -88,21 +112,45 @@ fn run() -> Result<(), String> {
     let read = |path: &str| std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"));
     let nodes_path = flag("--nodes").ok_or("--nodes FILE is required (the openb node list)")?;
     let pods_path = flag("--pods").ok_or("--pods FILE is required (an openb task list)")?;
+    let profile_name = flag("--profile").unwrap_or_else(|| "default".into());
+    let profile_config = profile_config(&profile_name)?;
+    let alfred = match flag("--alfred").as_deref() {
+        None | Some("off") => None,
+        Some("on") => {
+            let (text, source) = match flag("--config") {
+                Some(path) => (read(&path)?, path),
+                None => (
+                    CHART_CONFIG.to_string(),
+                    "the built-in chart defaults".into(),
+                ),
+            };
+            let mut config = Config::parse(&text).map_err(|e| format!("{source}: {e}"))?;
+            // Alfred simulates the scheduler the cluster runs.
+            config.scheduling_profiles = profile_config.scheduling_profiles.clone();
+            Some(config)
+        }
+        Some(other) => return Err(format!("--alfred {other}: one of off, on")),
+    };
+    let seconds = |name: &str, default: f64| -> Result<u64, String> {
+        Ok((number(name, default)? * 1000.0) as u64)
+    };
     let options = Options {
         load: number("--load", 0.9)?,
         seed: number("--seed", 1.0)? as u64,
         hours: number("--hours", 24.0)?,
         warmup: number("--warmup", 2.0)?,
-        profile: flag("--profile").unwrap_or_else(|| "default".into()),
+        profile: profile_name,
+        alfred,
+        ome: OmeSettings {
+            acknowledge_ms: seconds("--ack-seconds", 5.0)?,
+            model_load_ms: seconds("--load-seconds", 60.0)?,
+            ready_timeout_ms: seconds("--ready-timeout-minutes", 30.0)? * 60,
+            fail_rate: number("--fail-rate", 0.05)?,
+            no_ack_rate: number("--no-ack-rate", 0.01)?,
+            operator_ms: seconds("--operator-minutes", 30.0)? * 60,
+        },
+        log: args.iter().any(|a| a == "--log"),
     };
-    match flag("--alfred").as_deref() {
-        None | Some("off") => {}
-        Some(other) => {
-            return Err(format!(
-                "--alfred {other}: this replay runs without Alfred so far (--alfred off)"
-            ));
-        }
-    }
     let nodes = trace::reshape_nodes(
         trace::read_nodes(&read(&nodes_path)?)?,
         trace::parsed(&args, "--eight-gpu-nodes")?,
@@ -120,15 +168,11 @@ fn run() -> Result<(), String> {
         })?)?;
         borrow_lifetimes(&mut tasks, &donors, options.seed)?;
     }
-    let profile = profile(&options.profile)?;
+    let profile = select(&profile_config)?;
     let start = Instant::now();
     let report = replay(&nodes, &tasks, &profile, &options)?;
     let mut line = report.json();
-    line["list"] = json!(
-        std::path::Path::new(&pods_path)
-            .file_name()
-            .map(|f| f.to_string_lossy())
-    );
+    line["list"] = json!(file_name(&pods_path));
     line["nodes"] = json!(nodes.len());
     line["gpus"] = json!(nodes.iter().map(|n| n.gpus).sum::<i64>());
     line["load"] = json!(options.load);
@@ -136,10 +180,18 @@ fn run() -> Result<(), String> {
     line["hours"] = json!(options.hours);
     line["warmup"] = json!(options.warmup);
     line["profile"] = json!(options.profile);
-    line["alfred"] = json!("off");
+    line["alfred"] = json!(match (&options.alfred, flag("--config")) {
+        (None, _) => "off".to_string(),
+        (Some(_), None) => "on (chart)".to_string(),
+        (Some(_), Some(path)) => format!("on ({})", file_name(&path)),
+    });
     line["wallSeconds"] = json!((start.elapsed().as_secs_f64() * 10.0).round() / 10.0);
     println!("{line}");
     Ok(())
+}
+fn file_name(path: &str) -> String {
+    let name = std::path::Path::new(path).file_name();
+    name.map_or_else(|| path.to_string(), |f| f.to_string_lossy().into_owned())
 }
 
 /// Gives each task without a lifetime one from `donors`: the row of the same name, else a row
@@ -170,31 +222,27 @@ fn borrow_lifetimes(tasks: &mut [Task], donors: &[Task], seed: u64) -> Result<()
     Ok(())
 }
 
-/// The scheduler profile by name.
-fn profile(name: &str) -> Result<Profile, String> {
+/// The configuration naming the scheduler profile by name.
+fn profile_config(name: &str) -> Result<Config, String> {
     let yaml = match name {
-        "default" => "schemaVersion: 1\n".to_string(),
-        "gpu-packing" => "schemaVersion: 1\nscheduling: {profiles: {default-scheduler: {backend: kube-scheduler, schedulerVersion: v1.37, configurationID: gpu-packing, scoringStrategy: MostAllocated, scoringResources: [{name: cpu}, {name: memory}, {name: nvidia.com/gpu, weight: 3}]}}}\n".to_string(),
+        "default" => "schemaVersion: 1\n",
+        "gpu-packing" => {
+            "schemaVersion: 1\nscheduling: {profiles: {default-scheduler: {backend: kube-scheduler, schedulerVersion: v1.37, configurationID: gpu-packing, scoringStrategy: MostAllocated, scoringResources: [{name: cpu}, {name: memory}, {name: nvidia.com/gpu, weight: 3}]}}}\n"
+        }
         other => return Err(format!("--profile {other}: one of default, gpu-packing")),
     };
-    let config = Config::parse(&yaml).map_err(|e| e.to_string())?;
+    Config::parse(yaml).map_err(|e| e.to_string())
+}
+
+/// The profile the scheduler places with.
+fn select(config: &Config) -> Result<Profile, String> {
     let probe = NewPod {
         name: "probe".into(),
         namespace: "trace".into(),
         labels: Default::default(),
         spec: Default::default(),
     };
-    simulate::select_profile(&config, &[probe]).map_err(|o| o.message)
-}
-
-/// A task in the replay.
-struct Live {
-    row: usize,
-    arrived: u64,
-    /// How long it runs once bound.
-    runs: u64,
-    node: Option<usize>,
-    bound: Option<u64>,
+    simulate::select_profile(config, &[probe]).map_err(|o| o.message)
 }
 
 #[derive(Default)]
@@ -202,24 +250,28 @@ struct Report {
     pending_gpu_ms: u128,
     frag_gpu_ms: u128,
     samples: usize,
-    /// Wall time spent writing and repacking the samples' snapshots.
+    /// Wall time spent writing and repacking the samples' snapshots, and in Alfred's passes.
     sample_seconds: f64,
+    pass_seconds: f64,
     arrivals: usize,
     /// Per size, of the tasks that arrived in the measured window: each one's wait in minutes
     /// (until the window ends for those still waiting), and how many were placed.
     waits: BTreeMap<i64, Vec<f64>>,
     placed: BTreeMap<i64, usize>,
+    alfred: Counters,
 }
 
 impl Report {
     fn json(&self) -> Value {
         let hours = |ms: u128| (ms as f64 / HOUR as f64 * 10.0).round() / 10.0;
+        let tenth = |x: f64| (x * 10.0).round() / 10.0;
         let p95 = |w: &Vec<f64>| {
             let mut w = w.clone();
             w.sort_by(f64::total_cmp);
             w.get(((w.len() as f64 * 0.95).ceil() as usize).saturating_sub(1))
-                .map(|x| (x * 10.0).round() / 10.0)
+                .map(|&x| tenth(x))
         };
+        let a = &self.alfred;
         json!({
             "fragPendingGpuHours": hours(self.frag_gpu_ms),
             "pendingGpuHours": hours(self.pending_gpu_ms),
@@ -227,21 +279,17 @@ impl Report {
             "placedBySize": SIZES.iter().map(|s| (s.to_string(), json!({
                 "placed": self.placed.get(s).copied().unwrap_or(0),
                 "arrived": self.waits.get(s).map_or(0, Vec::len)}))).collect::<serde_json::Map<_, _>>(),
-            "moves": 0, "bounceBacks": 0, "capViolations": 0, "staleSends": 0,
-            "journalMaxBytes": 0, "passes": 0,
+            "moves": a.moves, "bounceBacks": a.bounce_backs, "capViolations": a.cap_violations,
+            "capViolationsBy": a.violated,
+            "staleSends": a.stale_sends, "journalMaxBytes": a.journal_max_bytes, "passes": a.passes,
+            "migrations": {"completed": a.completed, "failed": a.failed, "expired": a.expired,
+                "neverAcknowledged": a.never_acknowledged, "ownerGone": a.owner_gone,
+                "operatorResolves": a.operator_resolves},
+            "passErrors": a.pass_errors, "firstPassError": a.first_error,
             "arrivals": self.arrivals, "samples": self.samples,
-            "sampleSeconds": (self.sample_seconds * 10.0).round() / 10.0,
+            "sampleSeconds": tenth(self.sample_seconds), "passSeconds": tenth(self.pass_seconds),
         })
     }
-}
-
-/// What happens next on the virtual clock, earliest first (departures before arrivals before
-/// samples at the same moment).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Event {
-    Departure(usize),
-    Arrival,
-    Sample,
 }
 
 fn replay(
@@ -268,14 +316,35 @@ fn replay(
     );
 
     let base = cluster_context(nodes)?;
-    let ctx = Context::build(&base.0, &base.1, SNAPSHOT_TIME.parse().expect("time"));
-    let mut scheduler = Scheduler::new(&ctx, nodes, tasks, profile.clone());
-    let mut rng = Rng::new(options.seed);
-    let mut live: Vec<Live> = Vec::new();
-    let mut waiting: Vec<usize> = Vec::new();
-    let mut events: BinaryHeap<Reverse<(u64, Event)>> = BinaryHeap::new();
+    let ctx = Context::build(&base.0, &base.1, timestamp(0));
+    let mut world = World {
+        nodes,
+        tasks,
+        live: Vec::new(),
+        waiting: Vec::new(),
+        scheduler: scheduler::Scheduler::new(&ctx, nodes, tasks, profile.clone()),
+        rng: Rng::new(options.seed),
+        events: BinaryHeap::new(),
+        now: 0,
+        retry: true,
+        ome: OmeSettings { ..options.ome },
+        journal: JournalDoc {
+            state: None,
+            breaker: None,
+            version: "1".into(),
+        },
+        uuids: 0,
+        counters: Counters::default(),
+        sent: Vec::new(),
+        config: options.alfred.clone().unwrap_or_default(),
+        node_index: nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect::<HashMap<_, _>>(),
+        writer: store::Writer::new(nodes, options.alfred.is_some()),
+    };
     let mut report = Report::default();
-    let mut writer = Writer::new(nodes, tasks);
 
     // The steady state: tasks present in proportion to their running times, each with a
     // uniformly drawn part of it left, until they hold LOAD x the GPUs.
@@ -287,96 +356,85 @@ fn replay(
     }
     let mut held = 0;
     while (held as f64) < options.load * gpus as f64 {
-        let x = uniform(&mut rng) * total;
+        let x = uniform(&mut world.rng) * total;
         let row = cumulative.partition_point(|&c| c < x).min(tasks.len() - 1);
         held += tasks[row].holds();
-        let left = (uniform(&mut rng) * runs(&tasks[row]) as f64) as u64;
-        live.push(Live {
-            row,
-            arrived: 0,
-            runs: left.max(SHORTEST),
-            node: None,
-            bound: None,
-        });
-        waiting.push(live.len() - 1);
+        let left = (uniform(&mut world.rng) * runs(&tasks[row]) as f64) as u64;
+        world.arrive(row, left.max(SHORTEST));
     }
-    events.push(Reverse((0, Event::Arrival)));
-    events.push(Reverse((start, Event::Sample)));
+    world.push(0, Event::Arrival);
+    world.push(start, Event::Sample);
+    let pass_every = options
+        .alfred
+        .as_ref()
+        .map(|c| c.decision_loop_interval.as_millis().max(1000) as u64);
+    if let Some(every) = pass_every {
+        world.push(every, Event::Pass);
+    }
 
-    let mut now = 0u64;
     let mut waiting_gpus: i64 = 0;
-    let mut retry = true;
-    while let Some(Reverse((at, event))) = events.pop() {
+    while let Some(std::cmp::Reverse((at, event))) = world.events.pop() {
         if at >= end {
             break;
         }
         // Waiting GPU time in the window, up to this event.
-        if at > now {
-            let from = now.max(start);
-            if at > from {
-                report.pending_gpu_ms += (at - from) as u128 * waiting_gpus as u128;
-            }
-            now = at;
+        let from = world.now.max(start);
+        if at > from {
+            report.pending_gpu_ms += (at - from) as u128 * waiting_gpus as u128;
         }
+        world.now = world.now.max(at);
+        let now = world.now;
         match event {
-            Event::Departure(k) => {
-                if let Some(n) = live[k].node.take() {
-                    scheduler.release(n, live[k].row);
-                }
-                retry = true;
-            }
+            Event::Departure(k) => world.depart(k),
             Event::Arrival => {
-                let row = rng.below(tasks.len());
-                live.push(Live {
-                    row,
-                    arrived: now,
-                    runs: runs(&tasks[row]),
-                    node: None,
-                    bound: None,
-                });
-                let k = live.len() - 1;
+                let row = world.rng.below(tasks.len());
+                world.arrive(row, runs(&tasks[row]));
                 if now >= start {
                     report.arrivals += 1;
                 }
-                // A new pod joins the back of the queue; unless room was freed since the
-                // last try (then the whole queue is tried below), only it can fit now.
-                let placed = if retry {
-                    None
-                } else {
-                    scheduler.place(row, &mut rng)
-                };
-                match placed {
-                    Some(n) => bind(&mut live, k, n, now, &mut events),
-                    None => waiting.push(k),
-                }
-                let gap = -mean_gap_ms * (1.0 - uniform(&mut rng)).ln();
-                events.push(Reverse((now + gap.max(1.0) as u64, Event::Arrival)));
+                let gap = -mean_gap_ms * (1.0 - uniform(&mut world.rng)).ln();
+                world.push(now + gap.max(1.0) as u64, Event::Arrival);
             }
             Event::Sample => {
-                if !waiting.is_empty() {
+                if world.waiting.iter().any(|w| !w.surge) {
                     report.samples += 1;
                     let clock = Instant::now();
-                    let fixable = fixable_gpus(&mut writer, &live, &base.1)?;
+                    let fixable = fixable_gpus(&mut world, &base.1)?;
                     report.sample_seconds += clock.elapsed().as_secs_f64();
                     report.frag_gpu_ms += SAMPLE as u128 * fixable as u128;
                 }
-                events.push(Reverse((now + SAMPLE, Event::Sample)));
+                world.push(now + SAMPLE, Event::Sample);
             }
-        }
-        if retry {
-            retry = false;
-            waiting.retain(|&k| match scheduler.place(live[k].row, &mut rng) {
-                Some(n) => {
-                    bind(&mut live, k, n, now, &mut events);
-                    false
+            Event::Pass => {
+                let config = options.alfred.as_ref().expect("passes run with Alfred on");
+                let clock = Instant::now();
+                let pass = run::run_pass(&mut world, config, run::Options::default());
+                match store::futures_lite(pass) {
+                    Ok(report) if options.log => log_pass(now, &report),
+                    Ok(_) => {}
+                    Err(e) => {
+                        world.counters.pass_errors += 1;
+                        world.counters.first_error.get_or_insert(e.to_string());
+                    }
                 }
-                None => true,
-            });
+                world.counters.passes += 1;
+                world.operator();
+                report.pass_seconds += clock.elapsed().as_secs_f64();
+                world.push(now + pass_every.expect("on"), Event::Pass);
+            }
+            Event::Ome(k, serial, step) => world.ome_step(k, serial, step),
         }
-        waiting_gpus = waiting.iter().map(|&k| tasks[live[k].row].holds()).sum();
+        world.retry_queue();
+        waiting_gpus = world
+            .waiting
+            .iter()
+            .filter(|w| !w.surge)
+            .map(|w| tasks[world.live[w.task].row].holds())
+            .sum();
     }
-    report.pending_gpu_ms += (end - now.max(start)) as u128 * waiting_gpus as u128;
-    for pod in live
+    report.pending_gpu_ms += (end - world.now.max(start)) as u128 * waiting_gpus as u128;
+    for pod in world
+        .live
         .iter()
         .filter(|p| p.arrived >= start && p.arrived < end)
     {
@@ -391,28 +449,29 @@ fn replay(
             *report.placed.entry(size).or_default() += 1;
         }
     }
+    report.alfred = world.counters;
     Ok(report)
 }
 
-/// Task `k` bound to node `n` now: it leaves when its run is over.
-fn bind(
-    live: &mut [Live],
-    k: usize,
-    n: usize,
-    now: u64,
-    events: &mut BinaryHeap<Reverse<(u64, Event)>>,
-) {
-    live[k].node = Some(n);
-    live[k].bound = Some(now);
-    events.push(Reverse((now + live[k].runs, Event::Departure(k))));
+/// One pass on stderr: the minute, what was sent or why nothing was, and how the rows ended.
+fn log_pass(now: u64, report: &run::Report) {
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    for row in report.rows() {
+        let key = format!("{:?}/{}", row.outcome, row.why().unwrap_or("-"));
+        *outcomes.entry(key).or_default() += 1;
+    }
+    let what = match (&report.sent, &report.withheld) {
+        (Some((_, e)), _) => format!("sent {} {} -> {:?}", e.workload, e.from_node, e.targets),
+        (None, Some(w)) => format!("withheld {}: {}", w.reason.as_str(), w.detail),
+        (None, None) => "nothing sent".into(),
+    };
+    eprintln!(
+        "{:>6.1} min {what} | {outcomes:?}",
+        now as f64 / MINUTE as f64
+    );
 }
 
-/// A uniform draw in [0, 1).
-fn uniform(rng: &mut Rng) -> f64 {
-    (rng.next() >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// The cluster before any task, and the configuration every read of it uses.
+/// The cluster before any task, and the configuration every sample reads it with.
 fn cluster_context(nodes: &[TraceNode]) -> Result<(Snapshot, Config), String> {
     let list = json!({"apiVersion": "v1", "kind": "List", "items": trace::cluster_objects(nodes)});
     let snapshot = Snapshot::parse(&list.to_string()).map_err(|e| e.to_string())?;
@@ -423,198 +482,14 @@ fn cluster_context(nodes: &[TraceNode]) -> Result<(Snapshot, Config), String> {
 
 /// GPUs of the waiting tasks that an ideal repack of the movable Instances would seat: the
 /// cluster as it stands written as a snapshot (what a fresh read would return) and repacked.
-fn fixable_gpus(writer: &mut Writer<'_>, live: &[Live], config: &Config) -> Result<i64, String> {
-    let snapshot = Snapshot::parse(&writer.write(live)).map_err(|e| e.to_string())?;
-    let ctx = Context::build(&snapshot, config, SNAPSHOT_TIME.parse().expect("time"));
+fn fixable_gpus(world: &mut World<'_, '_>, config: &Config) -> Result<i64, String> {
+    let text = world
+        .writer
+        .write(world.nodes, world.tasks, &world.live, true);
+    let snapshot = Snapshot::parse(&text).map_err(|e| e.to_string())?;
+    let ctx = Context::build(&snapshot, config, timestamp(world.now));
     let movable = movable(&ctx);
     let repackable = repack::repackable(&ctx.cluster, &movable);
     let free_ideal = repack::all_resources(&ctx, &repackable);
     Ok(consolidate::placeable(&ctx, &movable, &free_ideal).pending_gpus)
-}
-
-/// Writes the replay's cluster as the API server would list it. Each task's objects are
-/// written once per place (waiting, or bound to a node) and kept: a snapshot is then mostly
-/// copying.
-struct Writer<'a> {
-    nodes: &'a [TraceNode],
-    tasks: &'a [Task],
-    /// The model and the nodes.
-    cluster: String,
-    /// Per task: where it was when its objects were written, and them (comma-separated).
-    written: Vec<Option<(Option<usize>, String)>>,
-}
-
-impl<'a> Writer<'a> {
-    fn new(nodes: &'a [TraceNode], tasks: &'a [Task]) -> Self {
-        let cluster = trace::cluster_objects(nodes)
-            .iter()
-            .map(Value::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
-        Writer {
-            nodes,
-            tasks,
-            cluster,
-            written: Vec::new(),
-        }
-    }
-
-    fn write(&mut self, live: &[Live]) -> String {
-        self.written.resize_with(live.len(), || None);
-        let mut out = String::with_capacity(self.cluster.len() * 8);
-        out.push_str(r#"{"apiVersion":"v1","kind":"List","items":["#);
-        out.push_str(&self.cluster);
-        for (k, pod) in live.iter().enumerate() {
-            if pod.node.is_none() && pod.bound.is_some() {
-                continue; // gone
-            }
-            let stale = !matches!(&self.written[k], Some((at, _)) if *at == pod.node);
-            if stale {
-                let node = pod.node.map(|n| self.nodes[n].name.as_str());
-                let objects = trace::objects(k, &self.tasks[pod.row], node, true);
-                let text = objects
-                    .iter()
-                    .map(Value::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",");
-                self.written[k] = Some((pod.node, text));
-            }
-            if let Some((_, text)) = &self.written[k] {
-                out.push(',');
-                out.push_str(text);
-            }
-        }
-        out.push_str("]}");
-        out
-    }
-}
-
-/// The scheduler: the simulator's filters and the profile's scores, on a ledger kept as tasks
-/// come and go.
-struct Scheduler<'c, 's> {
-    ctx: &'c Context<'s>,
-    profile: Profile,
-    ledger: Ledger,
-    tasks: &'c [Task],
-    /// Per task row, once needed: the pod it is created as, and what the ledger charges for it.
-    templates: Vec<Option<(NewPod, Request)>>,
-    /// Per node: free GPUs, CPU (milli) and memory (MiB), and its GPU model, for a quick check
-    /// that some node has room before the simulator looks at every node.
-    free: Vec<[i64; 3]>,
-    models: Vec<String>,
-    /// Per GPU model, how many nodes have each number of free GPUs: most retries of a waiting
-    /// pod end here, without a walk over the nodes.
-    by_free_gpus: HashMap<String, Vec<usize>>,
-}
-
-impl<'c, 's> Scheduler<'c, 's> {
-    fn new(ctx: &'c Context<'s>, nodes: &[TraceNode], tasks: &'c [Task], profile: Profile) -> Self {
-        Scheduler {
-            ctx,
-            profile,
-            ledger: Ledger::new(&ctx.cluster),
-            tasks,
-            templates: (0..tasks.len()).map(|_| None).collect(),
-            free: nodes
-                .iter()
-                .map(|n| [n.gpus, n.cpu_milli, n.memory_mib])
-                .collect(),
-            models: nodes.iter().map(|n| n.model.clone()).collect(),
-            by_free_gpus: {
-                let mut counts: HashMap<String, Vec<usize>> = HashMap::new();
-                for n in nodes {
-                    let slots = counts.entry(n.model.clone()).or_default();
-                    let free = n.gpus.max(0) as usize;
-                    if slots.len() <= free {
-                        slots.resize(free + 1, 0);
-                    }
-                    slots[free] += 1;
-                }
-                counts
-            },
-        }
-    }
-
-    /// Whether a node of a model the task allows has its GPUs free.
-    fn gpus_free_for(&self, row: usize) -> bool {
-        let task = &self.tasks[row];
-        let gpus = task.holds().max(0) as usize;
-        self.by_free_gpus
-            .iter()
-            .filter(|(model, _)| task.gpu_spec.is_empty() || task.gpu_spec.contains(model))
-            .any(|(_, slots)| slots.iter().skip(gpus).any(|&c| c > 0))
-    }
-
-    /// Changes node `n`'s free resources by `sign` times `need`.
-    fn charge(&mut self, n: usize, need: [i64; 3], sign: i64) {
-        let slots = self
-            .by_free_gpus
-            .get_mut(&self.models[n])
-            .expect("every node's model is counted");
-        slots[self.free[n][0] as usize] -= 1;
-        for (r, amount) in need.iter().enumerate() {
-            self.free[n][r] += sign * amount;
-        }
-        slots[self.free[n][0] as usize] += 1;
-    }
-
-    fn needs(&self, row: usize) -> [i64; 3] {
-        let task = &self.tasks[row];
-        [task.holds(), task.cpu_milli, task.memory_mib]
-    }
-
-    /// Binds a pod of task row `row` where the scheduler would, or None when no node takes it.
-    fn place(&mut self, row: usize, rng: &mut Rng) -> Option<usize> {
-        if !self.gpus_free_for(row) {
-            return None;
-        }
-        let (task, need) = (&self.tasks[row], self.needs(row));
-        let room = |n: usize| {
-            (0..3).all(|r| self.free[n][r] >= need[r])
-                && (task.gpu_spec.is_empty() || task.gpu_spec.contains(&self.models[n]))
-        };
-        if !(0..self.free.len()).any(room) {
-            return None;
-        }
-        if self.templates[row].is_none() {
-            self.templates[row] = Some(self.template(row));
-        }
-        let (pod, request) = self.templates[row].as_ref()?;
-        let scores = simulate::node_scores(self.ctx, &self.ledger, pod, &self.profile);
-        let best = scores.iter().map(|s| s.total()).max()?;
-        // Among equal scores kube-scheduler draws at random.
-        let tied: Vec<usize> = scores
-            .iter()
-            .filter(|s| s.total() == best)
-            .map(|s| s.node)
-            .collect();
-        let n = tied[rng.below(tied.len())];
-        self.ledger.add(n, request);
-        self.charge(n, need, -1);
-        Some(n)
-    }
-
-    fn release(&mut self, n: usize, row: usize) {
-        let need = self.needs(row);
-        if let Some((_, request)) = &self.templates[row] {
-            self.ledger.remove(n, request);
-        }
-        self.charge(n, need, 1);
-    }
-
-    /// The pod a task is created as (as `trace::objects` writes it), unbound.
-    fn template(&mut self, row: usize) -> (NewPod, Request) {
-        let objects = trace::objects(0, &self.tasks[row], Some("unbound"), true);
-        let value = objects.last().cloned().unwrap_or_default();
-        let mut pod: PodObject = serde_json::from_value(value).expect("the trace's pod reads back");
-        pod.spec.node_name.clear();
-        let request = self.ledger.requests_of(&pod.spec);
-        let new = NewPod {
-            name: pod.metadata.name.clone(),
-            namespace: "trace".into(),
-            labels: pod.metadata.labels.clone(),
-            spec: pod.spec,
-        };
-        (new, request)
-    }
 }

@@ -1262,11 +1262,23 @@ fn the_fresh_read_must_still_support_the_move() {
         recheck(&w, &one).unwrap_err(),
         Arbiter(ArbiterReason::InFlightCap)
     );
+    // The surge prefers the move's targets (OME renders the hints as preferred node affinity),
+    // but a's pod prefers n3 as much, and n3 is emptier: the scheduler would pick n3.
+    let prefers_n3 = w.clone().edit("Pod", "a-engine-0-default-0", |p| {
+        p["spec"]["affinity"] = json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "preference": {"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n3"]}]}}]}})
+    });
     // The policy keeps moves off preemptible n3, but the scheduler would pick it.
-    let spot = w
+    let spot = prefers_n3
         .clone()
         .label("n3", "node.kubernetes.io/preemptible", "true");
     assert_eq!(recheck(&spot, &spot).unwrap_err(), PredictedTargetUnsafe);
+    // Without its own preference, the surge lands on the move's target.
+    let spot = w
+        .clone()
+        .label("n3", "node.kubernetes.io/preemptible", "true");
+    assert!(recheck(&spot, &spot).is_ok());
     // Alfred's own move onto n3 nine minutes ago cools it; the arbiter plans n2 instead, but
     // the scheduler would still pick n3.
     let landed_n3 = journal(vec![{
@@ -1277,7 +1289,7 @@ fn the_fresh_read_must_still_support_the_move() {
         e
     }]);
     assert_eq!(
-        recheck_with(&w, &w, Some(&landed_n3)).unwrap_err(),
+        recheck_with(&prefers_n3, &prefers_n3, Some(&landed_n3)).unwrap_err(),
         TargetCooldown
     );
 }

@@ -271,6 +271,22 @@ impl Recommendation {
     pub fn executable(&self) -> bool {
         self.row.advisory_reason.is_none()
     }
+
+    /// The nodes the surge of this move prefers (a request's hints): the move's allowed
+    /// targets, else its hints, never its source, at most as many as a request may name.
+    pub fn surge_hints(&self) -> Vec<String> {
+        let targets = if self.placement_targets.is_empty() {
+            &self.row.hint_targets
+        } else {
+            &self.placement_targets
+        };
+        targets
+            .iter()
+            .filter(|t| **t != self.row.from_node)
+            .take(crate::migration::MAX_HINTS)
+            .cloned()
+            .collect()
+    }
 }
 
 /// Sorts rows as the policies rank them: by `class` (lowest first), then score (highest

@@ -31,7 +31,7 @@ pub fn attach(ctx: &Context<'_>, rows: &mut [Recommendation]) {
             simulate::simulate(
                 ctx,
                 ledger,
-                &simulate::instance_pods(cluster, instance),
+                &simulate::surge_pods(cluster, instance, &r.surge_hints()),
                 &exclude,
             )
         } else {

@@ -67,7 +67,7 @@ pub fn preflight(
     let rec = &fresh.decision.recommendations[index];
     let instance = source_unchanged(ctx, &rec.row, chosen_fingerprint)?;
     let replica = replica_serves(ctx, instance)?;
-    let placements = simulation_feasible(ctx, instance, &rec.row.from_node)?;
+    let placements = simulation_feasible(ctx, instance, rec)?;
     let targets = targets_safe(ctx, fresh, rec, &placements)?;
     let payload = request_payload(&rec.row, &targets, ctx.now())?;
     let checked = Checked {
@@ -191,18 +191,20 @@ fn replica_serves<'c>(
         })
 }
 
-/// The scheduler simulation places every pod off the source node: the placements.
+/// The scheduler simulation places every pod off the source node: the placements. The pods are
+/// simulated as OME creates the surge, preferring the move's targets, which the request names
+/// as its hints.
 fn simulation_feasible(
     ctx: &Context<'_>,
     instance: usize,
-    from_node: &str,
+    rec: &Recommendation,
 ) -> Result<Vec<Placement>, Withhold> {
     let cluster = &ctx.cluster;
-    let exclude: Vec<usize> = cluster.node_index(from_node).into_iter().collect();
+    let exclude: Vec<usize> = cluster.node_index(&rec.row.from_node).into_iter().collect();
     let outcome = simulate::simulate(
         ctx,
         &simulate::Ledger::new(cluster),
-        &simulate::instance_pods(cluster, instance),
+        &simulate::surge_pods(cluster, instance, &rec.surge_hints()),
         &exclude,
     );
     let refusal = match outcome.status {

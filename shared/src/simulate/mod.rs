@@ -515,6 +515,43 @@ impl NewPod {
     }
 }
 
+/// The pods OME creates as a migration's surge: the Instance's pods, unbound, preferring the
+/// request's hint nodes. OME renders `hint_target_nodes` as preferred (soft) node affinity, so
+/// the scheduler still weighs every node but favours those.
+pub fn surge_pods(cluster: &Cluster<'_>, instance: usize, hints: &[String]) -> Vec<NewPod> {
+    let mut pods = instance_pods(cluster, instance);
+    if !hints.is_empty() {
+        for pod in &mut pods {
+            prefer_nodes(&mut pod.spec, hints);
+        }
+    }
+    pods
+}
+
+/// Adds a preferred node affinity term for the nodes named (by `metadata.name`, which unlike
+/// the hostname label always is the node's name).
+pub fn prefer_nodes(spec: &mut crate::api::core::PodSpec, nodes: &[String]) {
+    use k8s_openapi::api::core::v1::{
+        NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm,
+    };
+    let term = PreferredSchedulingTerm {
+        weight: 100,
+        preference: NodeSelectorTerm {
+            match_expressions: None,
+            match_fields: Some(vec![NodeSelectorRequirement {
+                key: "metadata.name".into(),
+                operator: "In".into(),
+                values: Some(nodes.to_vec()),
+            }]),
+        },
+    };
+    let affinity = spec.affinity.get_or_insert_with(Default::default);
+    let node = affinity.node_affinity.get_or_insert_with(Default::default);
+    node.preferred_during_scheduling_ignored_during_execution
+        .get_or_insert_with(Vec::new)
+        .push(term);
+}
+
 /// The pods an Instance's replacement would be created as: its live pods, unbound.
 pub fn instance_pods(cluster: &Cluster<'_>, instance: usize) -> Vec<NewPod> {
     cluster.instances[instance]

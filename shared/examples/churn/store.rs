@@ -1,0 +1,488 @@
+//! The world as Alfred's execute pass sees it: reads are the cluster written as the API server
+//! lists it, the journal ConfigMap is kept in memory with a resourceVersion, and a request is
+//! a JSON patch on the InferenceService. Every send is checked here, independently of Alfred's
+//! own bookkeeping, against the bounds it must keep.
+
+use alfred::execute::journal::Journal;
+use alfred::execute::run::{JournalDoc, ServiceState, Store, StoreError};
+use alfred::migration;
+use alfred::snapshot::Snapshot;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use crate::trace::{self, Task, TraceNode};
+use crate::world::{Event, HOUR, Live, MINUTE, Sent, Step, World, stamp, timestamp};
+
+/// The guard on Alfred's writes as a real API server lists it once installed.
+const GUARD: &str = include_str!("../../tests/data/guard/installed.json");
+
+impl Store for World<'_, '_> {
+    async fn observe(&mut self) -> Result<(Snapshot, Timestamp), StoreError> {
+        let text = self.writer.write(self.nodes, self.tasks, &self.live, false);
+        let snapshot = Snapshot::parse(&text).map_err(|e| StoreError::Observe(e.to_string()))?;
+        Ok((snapshot, timestamp(self.now)))
+    }
+
+    async fn read_journal(&mut self) -> Result<JournalDoc, StoreError> {
+        Ok(self.journal.clone())
+    }
+
+    async fn write_journal(
+        &mut self,
+        version: &str,
+        state: &str,
+        breaker: &str,
+    ) -> Result<Option<String>, StoreError> {
+        if self.journal.version != version {
+            return Ok(None);
+        }
+        let next = (self.journal.version.parse::<u64>().unwrap_or(0) + 1).to_string();
+        self.counters.journal_max_bytes = self.counters.journal_max_bytes.max(state.len());
+        self.journal = JournalDoc {
+            state: Some(state.into()),
+            breaker: Some(breaker.into()),
+            version: next.clone(),
+        };
+        Ok(Some(next))
+    }
+
+    async fn read_service(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        uuid: &str,
+    ) -> Result<Option<ServiceState>, StoreError> {
+        let Some(k) = self.service(namespace, name) else {
+            return Ok(None);
+        };
+        let pod = &self.live[k];
+        Ok(Some(ServiceState {
+            uid: format!("uid-isvc-{k}"),
+            resource_version: pod.service_version.to_string(),
+            has_annotations: pod.request.is_some(),
+            request: pod
+                .request
+                .as_ref()
+                .filter(|(u, _)| u == uuid)
+                .map(|(_, p)| p.clone()),
+        }))
+    }
+
+    async fn patch_service(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        patch: &json_patch::Patch,
+    ) -> Result<(), StoreError> {
+        let refused = |cause: String| StoreError::Call {
+            action: format!("patching InferenceService {namespace}/{name}"),
+            cause,
+            lasting: false,
+        };
+        let k = self
+            .service(namespace, name)
+            .ok_or_else(|| refused("not found (404)".into()))?;
+        let mut object = self.service_object(k);
+        json_patch::patch(&mut object, patch).map_err(|e| refused(format!("conflict: {e}")))?;
+        let annotations = object["metadata"]["annotations"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let mut requests = annotations.iter().filter_map(|(key, value)| {
+            let uuid = key.strip_prefix(alfred::api::keys::MIGRATION_REQUEST_PREFIX)?;
+            Some((uuid.to_string(), value.as_str()?.to_string()))
+        });
+        let request = requests.next();
+        if requests.next().is_some() {
+            return Err(refused("two migration requests on one object".into()));
+        }
+        if self.live[k].request == request {
+            return Ok(()); // the same request again: nothing changes
+        }
+        let Some((uuid, payload)) = request else {
+            return Err(refused("the patch removed the request".into()));
+        };
+        self.check_send(k, &payload);
+        let pod = &mut self.live[k];
+        pod.request = Some((uuid, payload));
+        pod.service_version += 1;
+        pod.version += 1;
+        pod.last_sent = Some(self.now);
+        self.counters.moves += 1;
+        if crate::world::uniform(&mut self.rng) >= self.ome.no_ack_rate {
+            let serial = self.counters.moves as u32;
+            self.push(
+                self.now + self.ome.acknowledge_ms,
+                Event::Ome(k, serial, Step::Acknowledge),
+            );
+        } else {
+            self.counters.never_acknowledged += 1;
+        }
+        Ok(())
+    }
+
+    fn new_uuid(&mut self) -> String {
+        self.uuids += 1;
+        format!("00000000-0000-4000-8000-{:012x}", self.uuids)
+    }
+}
+
+impl World<'_, '_> {
+    /// The task behind an InferenceService, while it exists.
+    fn service(&self, namespace: &str, name: &str) -> Option<usize> {
+        let k: usize = name.strip_prefix("task-")?.parse().ok()?;
+        let pod = self.live.get(k)?;
+        (namespace == "trace" && pod.bound.is_some() && !pod.gone() && self.tasks[pod.row].whole())
+            .then_some(k)
+    }
+
+    /// The InferenceService's metadata as the API server holds it.
+    fn service_object(&self, k: usize) -> Value {
+        let pod = &self.live[k];
+        let mut metadata = json!({"name": format!("task-{k:05}"), "namespace": "trace",
+            "uid": format!("uid-isvc-{k}"), "resourceVersion": pod.service_version.to_string()});
+        if let Some((uuid, payload)) = &pod.request {
+            metadata["annotations"] = json!({migration::annotation_key(uuid): payload});
+        }
+        json!({"metadata": metadata})
+    }
+
+    /// Counts what a send breaks: the bounds (in flight, per hour, cooldowns) and what a fresh
+    /// read would refuse (the Instance not on its source, busy, or its target without room);
+    /// and whether it undoes a recent move.
+    fn check_send(&mut self, k: usize, payload: &str) {
+        let now = self.now;
+        let request = migration::parse_request(payload).ok();
+        let from = request
+            .as_ref()
+            .and_then(|r| r.from_node.as_deref())
+            .unwrap_or("");
+        let target = request
+            .as_ref()
+            .and_then(|r| r.hint_target_nodes.first())
+            .and_then(|t| self.node_index.get(t).copied());
+        let from = self.node_index.get(from).copied();
+        let pod = &self.live[k];
+        let c = &self.config;
+        let minutes = |m: i64| m.max(0) as u64 * MINUTE;
+        let in_flight = self.sent.iter().filter(|s| s.ended.is_none()).count();
+        let last_hour = self.sent.iter().filter(|s| now - s.at < HOUR).count();
+        let workload_cooling = self.sent.iter().any(|s| {
+            s.task == k
+                && s.ended
+                    .is_some_and(|e| now - e < minutes(c.per_workload_cooldown_minutes))
+        });
+        let node_cooling = self.sent.iter().any(|s| {
+            now - s.at < minutes(c.per_node_cooldown_minutes)
+                && [Some(s.from), s.target]
+                    .iter()
+                    .any(|n| n.is_some() && (*n == from || *n == target))
+        });
+        // The API server keeps a pod's start to the second.
+        let started = pod.started / 1000 * 1000;
+        let placed_recently = now - started < minutes(c.recent_placement_cooldown_minutes);
+        let broken = [
+            (
+                "inFlight",
+                in_flight + 1 > c.max_in_flight_migrations as usize,
+            ),
+            (
+                "perHour",
+                last_hour + 1 > c.max_migrations_per_hour as usize,
+            ),
+            ("workloadCooldown", workload_cooling),
+            ("nodeCooldown", node_cooling),
+            ("placementCooldown", placed_recently),
+        ];
+        if let Some((bound, _)) = broken.iter().find(|(_, broken)| *broken) {
+            self.counters.cap_violations += 1;
+            *self.counters.violated.entry(bound).or_default() += 1;
+        }
+        let stale = from.is_none()
+            || pod.node != from
+            || pod.migration.is_some()
+            || target.is_none_or(|t| !self.scheduler.has_room(t, pod.row));
+        if stale {
+            self.counters.stale_sends += 1;
+        }
+        let moved_lately = pod.last_sent.is_some_and(|t| now - t < HOUR);
+        let back = target.is_some_and(|t| {
+            pod.left
+                .iter()
+                .any(|&(n, at)| n == t && now - at < 24 * HOUR)
+        });
+        if moved_lately || back {
+            self.counters.bounce_backs += 1;
+        }
+        self.sent.push(Sent {
+            at: now,
+            task: k,
+            from: from.unwrap_or(usize::MAX),
+            target,
+            ended: None,
+        });
+    }
+
+    /// What an operator does about a request that can never resolve once it has held Alfred
+    /// up for a while, as the runbook says: removes the annotation OME never took, then the
+    /// entry (`kubectl alfred journal resolve`).
+    pub fn operator(&mut self) {
+        let Some(state) = self.journal.state.clone() else {
+            return;
+        };
+        let Ok(mut journal) = Journal::load(&state) else {
+            return;
+        };
+        let cutoff = timestamp(self.now.saturating_sub(self.ome.operator_ms));
+        let stuck: Vec<(String, String)> = journal
+            .entries
+            .iter()
+            .filter(|e| e.reason.is_some_and(|r| r.never_resolves()))
+            .filter(|e| e.phase == alfred::execute::journal::Phase::Stalled)
+            .filter(|e| e.created_at <= cutoff)
+            .map(|e| (e.uuid.clone(), e.workload.name.clone()))
+            .collect();
+        if stuck.is_empty() {
+            return;
+        }
+        for (uuid, name) in &stuck {
+            let task = name
+                .strip_prefix("task-")
+                .and_then(|k| k.parse::<usize>().ok());
+            let annotated = task.filter(|&k| {
+                self.service("trace", name) == Some(k)
+                    && self.live[k]
+                        .request
+                        .as_ref()
+                        .is_some_and(|(u, _)| u == uuid)
+            });
+            if let Some(k) = annotated {
+                let pod = &mut self.live[k];
+                pod.request = None;
+                pod.service_version += 1;
+                pod.version += 1;
+            }
+            journal.entries.retain(|e| &e.uuid != uuid);
+            self.counters.operator_resolves += 1;
+            let open = self.sent.iter_mut().rev().find(|s| Some(s.task) == task);
+            if let Some(s) = open.filter(|s| s.ended.is_none()) {
+                s.ended = Some(self.now);
+            }
+        }
+        let breaker = self.journal.breaker.clone().unwrap_or_default();
+        let version = self.journal.version.clone();
+        let text = journal.to_json();
+        // The in-memory journal is at the version just read: the write cannot be refused.
+        let _ = futures_lite(self.write_journal(&version, &text, &breaker));
+    }
+}
+
+/// Runs a future of the in-memory store, which never waits.
+pub fn futures_lite<T>(f: impl Future<Output = T>) -> T {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(out) = f.as_mut().poll(&mut cx) {
+            return out;
+        }
+    }
+}
+
+/// Writes the replay's cluster as the API server would list it. Each task's objects are
+/// written once per change and kept: a read is then mostly copying.
+pub struct Writer {
+    /// The model, the nodes and the guard.
+    cluster: String,
+    /// Per task: the version its objects were written at, and them (comma-separated).
+    written: Vec<Option<(u64, String)>>,
+}
+
+impl Writer {
+    pub fn new(nodes: &[TraceNode], guard: bool) -> Self {
+        let mut items = trace::cluster_objects(nodes);
+        if guard {
+            let list: Value = serde_json::from_str(GUARD).expect("the guard fixture is JSON");
+            items.extend(list["items"].as_array().cloned().unwrap_or_default());
+        }
+        let cluster = items
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        Writer {
+            cluster,
+            written: Vec::new(),
+        }
+    }
+
+    /// The cluster now. A `sample` leaves out what only Alfred's own moves made: surge pods
+    /// not yet bound and the rows of migrations that ended (so cooldowns do not shrink what an
+    /// ideal repack may move, with Alfred on or off alike).
+    pub fn write(
+        &mut self,
+        nodes: &[TraceNode],
+        tasks: &[Task],
+        live: &[Live],
+        sample: bool,
+    ) -> String {
+        self.written.resize_with(live.len(), || None);
+        let mut out = String::with_capacity(self.cluster.len() * 8);
+        out.push_str(r#"{"apiVersion":"v1","kind":"List","items":["#);
+        out.push_str(&self.cluster);
+        for (k, pod) in live.iter().enumerate() {
+            if pod.gone() {
+                continue;
+            }
+            if sample && (pod.migration.is_some() || !pod.ended.is_empty()) {
+                // Written afresh: few tasks, not worth a second cache.
+                for o in task_objects(k, pod, &tasks[pod.row], nodes, true) {
+                    out.push(',');
+                    out.push_str(&o.to_string());
+                }
+                continue;
+            }
+            let stale = !matches!(&self.written[k], Some((v, _)) if *v == pod.version);
+            if stale {
+                let text = task_objects(k, pod, &tasks[pod.row], nodes, false)
+                    .iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",");
+                self.written[k] = Some((pod.version, text));
+            }
+            if let Some((_, text)) = &self.written[k] {
+                out.push(',');
+                out.push_str(text);
+            }
+        }
+        out.push_str("]}");
+        out
+    }
+}
+
+/// A task's objects as the API server holds them now: `trace::objects` with the Instance's
+/// index, times, migration request, migration rows and surge.
+fn task_objects(
+    k: usize,
+    pod: &Live,
+    task: &Task,
+    nodes: &[TraceNode],
+    sample: bool,
+) -> Vec<Value> {
+    let node = pod.node.map(|n| nodes[n].name.as_str());
+    let mut objects = trace::objects(k, task, node, true);
+    let name = format!("task-{k:05}");
+    let started = stamp(pod.started);
+    let Some(last) = objects.last_mut() else {
+        return objects;
+    };
+    if node.is_none() {
+        last["metadata"]["creationTimestamp"] = json!(stamp(pod.arrived));
+        return objects;
+    }
+    set_started(last, &started);
+    last["metadata"]["uid"] = json!(format!("uid-pod-{k}-{}", pod.started));
+    if !task.whole() {
+        return objects;
+    }
+    let source_pod = {
+        let p = &mut objects[2];
+        p["metadata"]["name"] = json!(format!("{name}-engine-{}-default-0", pod.index));
+        p["metadata"]["labels"]["ome.io/instance-index"] = json!(pod.index.to_string());
+        p.clone()
+    };
+    objects[0]["metadata"]["resourceVersion"] = json!(pod.service_version.to_string());
+    if let Some((uuid, payload)) = &pod.request {
+        objects[0]["metadata"]["annotations"] = json!({migration::annotation_key(uuid): payload});
+    }
+    let status = &mut objects[1]["status"];
+    let row = &mut status["instanceStatuses"][0];
+    row["index"] = json!(pod.index);
+    row["readySince"] = json!(started);
+    let mut migrations = if sample {
+        Vec::new()
+    } else {
+        pod.ended.clone()
+    };
+    if let Some(m) = &pod.migration {
+        let phase = if m.surge_node.is_some() {
+            "SurgePending"
+        } else {
+            "Accepted"
+        };
+        let mut active = crate::world::migration_row(
+            &m.uuid,
+            m.source_index,
+            &nodes[m.from].name,
+            phase,
+            m.started,
+            m.deadline,
+        );
+        active["surgeInstance"] = json!(m.surge_index);
+        migrations.push(active);
+        row["phase"] = json!("Migrating");
+        row["operation"] = json!({"id": format!("migrate-{}", m.uuid), "type": "Migrate",
+            "step": "CreateSurge", "startedAt": stamp(m.started), "lastProgressAt": stamp(m.started),
+            "deadline": stamp(m.deadline), "retryCount": 0, "surgeIndex": m.surge_index,
+            "requestUUID": m.uuid});
+        let revision = row["runningRevision"].clone();
+        let surge_row = json!({"index": m.surge_index, "incarnation": 1, "phase": "Creating",
+            "runningRevision": revision, "targetRevision": revision, "podCount": 1,
+            "servingPodCount": 0, "availablePodCount": 0, "admitted": true});
+        status["instanceStatuses"]
+            .as_array_mut()
+            .expect("rows")
+            .push(surge_row);
+        status["replicas"] = json!(2);
+        let mut surge = source_pod;
+        surge["metadata"]["name"] = json!(format!("{name}-engine-{}-default-0", m.surge_index));
+        surge["metadata"]["labels"]["ome.io/instance-index"] = json!(m.surge_index.to_string());
+        surge["metadata"]["uid"] = json!(format!("uid-surge-{}", m.uuid));
+        match m.surge_node {
+            Some(n) => {
+                surge["spec"]["nodeName"] = json!(nodes[n].name);
+                set_started(&mut surge, &stamp(m.surge_started));
+                // Loading its model: running, not ready.
+                for c in surge["status"]["conditions"]
+                    .as_array_mut()
+                    .into_iter()
+                    .flatten()
+                {
+                    if c["type"] != "PodScheduled" {
+                        c["status"] = json!("False");
+                    }
+                }
+            }
+            None => {
+                surge["spec"]
+                    .as_object_mut()
+                    .expect("spec")
+                    .remove("nodeName");
+                surge["metadata"]["creationTimestamp"] = json!(stamp(m.started));
+                surge["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled",
+                    "status": "False", "reason": "Unschedulable", "lastTransitionTime": stamp(m.started)}]});
+            }
+        }
+        crate::scheduler::prefer_nodes(&mut surge["spec"], &m.hints);
+        if !(sample && m.surge_node.is_none()) {
+            objects.push(surge);
+        }
+    }
+    if !migrations.is_empty() {
+        objects[1]["status"]["migrations"] = json!(migrations);
+    }
+    objects
+}
+
+/// Sets a bound pod's start and condition times.
+fn set_started(pod: &mut Value, at: &str) {
+    pod["metadata"]["creationTimestamp"] = json!(at);
+    pod["status"]["startTime"] = json!(at);
+    for c in pod["status"]["conditions"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        c["lastTransitionTime"] = json!(at);
+    }
+}
