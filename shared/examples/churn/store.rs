@@ -167,11 +167,10 @@ impl World<'_, '_> {
         let minutes = |m: i64| m.max(0) as u64 * MINUTE;
         let in_flight = self.sent.iter().filter(|s| s.ended.is_none()).count();
         let last_hour = self.sent.iter().filter(|s| now - s.at < HOUR).count();
-        let workload_cooling = self.sent.iter().any(|s| {
-            s.task == k
-                && s.ended
-                    .is_some_and(|e| now - e < minutes(c.per_workload_cooldown_minutes))
-        });
+        // The workload cooldown runs from the end of a migration OME ran, whoever asked.
+        let workload_cooling = pod
+            .migration_ended
+            .is_some_and(|e| now - e / 1000 * 1000 < minutes(c.per_workload_cooldown_minutes));
         let node_cooling = self.sent.iter().any(|s| {
             now - s.at < minutes(c.per_node_cooldown_minutes)
                 && [Some(s.from), s.target]

@@ -75,6 +75,8 @@ pub struct Live {
     pub migration: Option<Migration>,
     /// The InferenceReplica's `status.migrations` rows that ended.
     pub ended: Vec<Value>,
+    /// When the last migration OME ran for it ended.
+    pub migration_ended: Option<u64>,
     /// Alfred's last request for it, and the nodes it left and when.
     pub last_sent: Option<u64>,
     pub left: Vec<(usize, u64)>,
@@ -182,6 +184,7 @@ impl<'c, 's> World<'c, 's> {
             request: None,
             migration: None,
             ended: Vec::new(),
+            migration_ended: None,
             last_sent: None,
             left: Vec::new(),
         });
@@ -343,6 +346,7 @@ impl<'c, 's> World<'c, 's> {
             row["completedAt"] = json!(stamp(now));
             row["reason"] = json!("MigrationFromNodeMismatch");
             pod.ended.push(row);
+            pod.migration_ended = Some(now);
             self.counters.failed += 1;
             return;
         }
@@ -414,6 +418,7 @@ impl<'c, 's> World<'c, 's> {
         }
         // OME keeps a bounded history; the journal needs only the newest rows.
         pod.ended.push(status);
+        pod.migration_ended = Some(now);
         if pod.ended.len() > 8 {
             pod.ended.remove(0);
         }
