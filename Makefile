@@ -72,14 +72,14 @@ bench-trace: ## Consolidation plans on the openb trace: make bench-trace OPENB=D
 	  $(TARGET_DIR)/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
 	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed 1 --repeat-nodes 4278 || exit 1; done
 
-bench-churn: ## Fragmentation over time: the closed-loop replay of the openb trace (24 h after 2 h of warm-up), Alfred off, on with the chart's bounds, on with 60 moves an hour; JSON lines: make bench-churn OPENB=DIR [SEEDS="1 2 3"] [LOADS="0.9 0.97"] [ALFRED="off chart sixty"]
+bench-churn: ## Fragmentation over time: the closed-loop replay of the openb trace (24 h after 2 h of warm-up), Alfred off or on with a configuration of shared/examples/churn (the chart's bounds, 60 moves an hour, each with a hold); JSON lines: make bench-churn OPENB=DIR [SEEDS="1 2 3"] [LOADS="0.9 0.97"] [ALFRED="off chart chart-hold 60-an-hour 60-an-hour-hold"]
 	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }
 	$(CARGO) build -q --release -p alfred-shared --example churn_bench
 	for list in default multigpu50; do for load in $(or $(LOADS),0.9 0.97); do for seed in $(or $(SEEDS),1 2 3); do \
-	  for profile in default gpu-packing; do for alfred in $(or $(ALFRED),off chart sixty); do \
-	    case $$alfred in off) with="--alfred off";; chart) with="--alfred on";; \
-	      sixty) with="--alfred on --config shared/examples/churn/alfred-60-an-hour.yaml";; \
-	      *) echo "ALFRED: off, chart or sixty" >&2; exit 2;; esac; \
+	  for profile in default gpu-packing; do for alfred in $(or $(ALFRED),off chart chart-hold 60-an-hour 60-an-hour-hold); do \
+	    case $$alfred in off) with="--alfred off";; \
+	      *) test -f shared/examples/churn/alfred-$$alfred.yaml || { echo "ALFRED: off, or NAME of shared/examples/churn/alfred-NAME.yaml" >&2; exit 2; }; \
+	         with="--alfred on --config shared/examples/churn/alfred-$$alfred.yaml";; esac; \
 	    $(TARGET_DIR)/release/examples/churn_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
 	      --pods $(OPENB)/openb_pod_list_$$list.csv --load $$load --seed $$seed --profile $$profile $$with || exit 1; \
 	  done; done; done; done; done

@@ -5,6 +5,7 @@ mod complete;
 mod cordon;
 mod events;
 mod failure;
+mod hold;
 mod live;
 mod progress;
 mod record;

@@ -285,6 +285,8 @@ impl Report {
             "migrations": {"completed": a.completed, "failed": a.failed, "expired": a.expired,
                 "neverAcknowledged": a.never_acknowledged, "ownerGone": a.owner_gone,
                 "operatorResolves": a.operator_resolves},
+            "holds": {"placed": a.holds_placed, "released": a.holds_released,
+                "heldPodsBoundThere": a.held_pods_bound_there},
             "passErrors": a.pass_errors, "firstPassError": a.first_error,
             "arrivals": self.arrivals, "samples": self.samples,
             "sampleSeconds": tenth(self.sample_seconds), "passSeconds": tenth(self.pass_seconds),
@@ -343,6 +345,7 @@ fn replay(
             .map(|(i, n)| (n.name.clone(), i))
             .collect::<HashMap<_, _>>(),
         writer: store::Writer::new(nodes, options.alfred.is_some()),
+        hold: None,
     };
     let mut report = Report::default();
 
@@ -410,8 +413,12 @@ fn replay(
                 let clock = Instant::now();
                 let pass = run::run_pass(&mut world, config, run::Options::default());
                 match store::futures_lite(pass) {
-                    Ok(report) if options.log => log_pass(now, &report),
-                    Ok(_) => {}
+                    Ok(report) => {
+                        world.apply_holds(&report);
+                        if options.log {
+                            log_pass(now, &report);
+                        }
+                    }
                     Err(e) => {
                         world.counters.pass_errors += 1;
                         world.counters.first_error.get_or_insert(e.to_string());
@@ -465,8 +472,17 @@ fn log_pass(now: u64, report: &run::Report) {
         (None, Some(w)) => format!("withheld {}: {}", w.reason.as_str(), w.detail),
         (None, None) => "nothing sent".into(),
     };
+    let sent = report.sent.as_ref().map(|(_, e)| e);
+    let holds: Vec<&str> = report
+        .plan
+        .decision
+        .holds
+        .iter()
+        .filter(|h| alfred::execute::hold::due(h, sent))
+        .map(|h| h.message.as_str())
+        .collect();
     eprintln!(
-        "{:>6.1} min {what} | {outcomes:?}",
+        "{:>6.1} min {what} | {outcomes:?} | {holds:?}",
         now as f64 / MINUTE as f64
     );
 }
@@ -485,7 +501,7 @@ fn cluster_context(nodes: &[TraceNode]) -> Result<(Snapshot, Config), String> {
 fn fixable_gpus(world: &mut World<'_, '_>, config: &Config) -> Result<i64, String> {
     let text = world
         .writer
-        .write(world.nodes, world.tasks, &world.live, true);
+        .write(world.nodes, world.tasks, &world.live, world.hold, true);
     let snapshot = Snapshot::parse(&text).map_err(|e| e.to_string())?;
     let ctx = Context::build(&snapshot, config, timestamp(world.now));
     let movable = movable(&ctx);

@@ -116,6 +116,10 @@ pub struct Defragmentation {
     /// candidate is the next step of the fewest-move consolidation plan, valued at the
     /// plan's fragmentation drop in the pool instead of the single move's.
     pub follow_plan: bool,
+    /// Beyond the reference (`holdMinutes`, 0 and off by default; needs `followPlan`): execute
+    /// mode holds the node a plan action empties for the waiting pod it is for, for at most
+    /// this many minutes (the consolidation plan's `persist`).
+    pub hold_minutes: i64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -241,6 +245,7 @@ impl Default for Config {
                 size_prior: default_size_prior(),
                 pending_urgency_tau_minutes: 30,
                 follow_plan: false,
+                hold_minutes: 0,
             },
             node_health: NodeHealth {
                 enabled: true,
@@ -371,6 +376,7 @@ struct RawDefragmentation {
     aggressiveness: Option<String>,
     scoring: Option<RawScoring>,
     follow_plan: Option<bool>,
+    hold_minutes: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -693,6 +699,13 @@ impl RawConfig {
                 self.omenative_capability_max_staleness,
             )?,
             resolve_tpu_slices(self.tpu_slice_migration_enabled, self.tpu_slice_partitions)?,
+            (defragmentation.hold_minutes > 0 && !defragmentation.follow_plan).then_some(
+                UnusedKey {
+                    keys: vec!["policies.defragmentation.holdMinutes"],
+                    reason: "a hold keeps the room a plan action frees, so it needs \
+                        policies.defragmentation.followPlan: true",
+                },
+            ),
         ]
         .into_iter()
         .flatten()
@@ -896,6 +909,11 @@ fn resolve_defragmentation(
         size_prior,
         pending_urgency_tau_minutes,
         follow_plan: raw.follow_plan.unwrap_or(d.defragmentation.follow_plan),
+        hold_minutes: minutes_or_default(
+            &format!("{P}.holdMinutes"),
+            raw.hold_minutes,
+            d.defragmentation.hold_minutes,
+        )?,
     })
 }
 

@@ -170,6 +170,30 @@ async fn one_pass(args: &MigrateArgs, global: &GlobalArgs) -> Result<Config> {
             }
         }
     }
+    let sent = report.sent.as_ref().map(|(_, e)| e);
+    let holds: Vec<_> = report
+        .plan
+        .decision
+        .holds
+        .iter()
+        .filter(|h| alfred::execute::hold::due(h, sent))
+        .cloned()
+        .collect();
+    match (args.dry_run, store.client()) {
+        (false, Some(client)) if config.mode == OperatingMode::Execute => {
+            crate::hold::apply(client, &holds).await;
+        }
+        _ => {
+            let why = if args.dry_run {
+                "dry run"
+            } else {
+                "holds are written only in execute mode"
+            };
+            for h in &holds {
+                eprintln!("note: not written ({why}): {}", h.message);
+            }
+        }
+    }
     if let (false, Some(client)) = (args.dry_run, store.client()) {
         let rows = report.rows();
         let events =

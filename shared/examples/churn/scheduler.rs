@@ -92,8 +92,9 @@ impl<'c, 's> Scheduler<'c, 's> {
         [task.holds(), task.cpu_milli, task.memory_mib]
     }
 
-    /// Binds a pod of task row `row` where the scheduler would, or None when no node takes it.
-    pub fn place(&mut self, row: usize, rng: &mut Rng) -> Option<usize> {
+    /// Binds a pod of task row `row` where the scheduler would, or None when no node takes it;
+    /// never on `tainted` (a taint it does not tolerate).
+    pub fn place(&mut self, row: usize, tainted: Option<usize>, rng: &mut Rng) -> Option<usize> {
         if !self.gpus_free_for(row) || !(0..self.free.len()).any(|n| self.has_room(n, row)) {
             return None;
         }
@@ -101,19 +102,25 @@ impl<'c, 's> Scheduler<'c, 's> {
             self.templates[row] = Some(self.template(row, &[]));
         }
         let (pod, request) = self.templates[row].take()?;
-        let placed = self.bind_best(row, &pod, &request, rng);
+        let placed = self.bind_best(row, &pod, &request, tainted, rng);
         self.templates[row] = Some((pod, request));
         placed
     }
 
     /// Binds a migration's surge pod of task row `row`: OME renders the request's hint nodes
     /// as preferred (soft) node affinity, so the scheduler may still pick another node.
-    pub fn place_surge(&mut self, row: usize, hints: &[String], rng: &mut Rng) -> Option<usize> {
+    pub fn place_surge(
+        &mut self,
+        row: usize,
+        hints: &[String],
+        tainted: Option<usize>,
+        rng: &mut Rng,
+    ) -> Option<usize> {
         if !self.gpus_free_for(row) || !(0..self.free.len()).any(|n| self.has_room(n, row)) {
             return None;
         }
         let (pod, request) = self.template(row, hints);
-        self.bind_best(row, &pod, &request, rng)
+        self.bind_best(row, &pod, &request, tainted, rng)
     }
 
     fn bind_best(
@@ -121,9 +128,11 @@ impl<'c, 's> Scheduler<'c, 's> {
         row: usize,
         pod: &NewPod,
         request: &Request,
+        tainted: Option<usize>,
         rng: &mut Rng,
     ) -> Option<usize> {
-        let scores = simulate::node_scores(self.ctx, &self.ledger, pod, &self.profile);
+        let mut scores = simulate::node_scores(self.ctx, &self.ledger, pod, &self.profile);
+        scores.retain(|s| Some(s.node) != tainted);
         let best = scores.iter().map(|s| s.total()).max()?;
         let tied: Vec<usize> = scores
             .iter()

@@ -11,14 +11,17 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::trace::{self, Task, TraceNode};
-use crate::world::{Event, HOUR, Live, MINUTE, Sent, Step, World, stamp, timestamp};
+use crate::world::{Event, HOUR, Held, Live, MINUTE, Sent, Step, World, stamp, timestamp};
+use alfred::api::keys::{HELD_FOR, HELD_SINCE};
 
 /// The guard on Alfred's writes as a real API server lists it once installed.
 const GUARD: &str = include_str!("../../tests/data/guard/installed.json");
 
 impl Store for World<'_, '_> {
     async fn observe(&mut self) -> Result<(Snapshot, Timestamp), StoreError> {
-        let text = self.writer.write(self.nodes, self.tasks, &self.live, false);
+        let text = self
+            .writer
+            .write(self.nodes, self.tasks, &self.live, self.hold, false);
         let snapshot = Snapshot::parse(&text).map_err(|e| StoreError::Observe(e.to_string()))?;
         Ok((snapshot, timestamp(self.now)))
     }
@@ -274,6 +277,52 @@ impl World<'_, '_> {
         // The in-memory journal is at the version just read: the write cannot be refused.
         let _ = futures_lite(self.write_journal(&version, &text, &breaker));
     }
+
+    /// Makes the hold writes the pass asked for (`holdMinutes`), as the plugin makes them:
+    /// releases, and a hold placed with the move that starts its action.
+    pub fn apply_holds(&mut self, report: &alfred::execute::run::Report) {
+        let sent = report.sent.as_ref().map(|(_, e)| e);
+        for change in &report.plan.decision.holds {
+            if !alfred::execute::hold::due(change, sent) {
+                continue;
+            }
+            let node = self.node_index.get(&change.node).copied();
+            let task = change
+                .pod_uid
+                .strip_prefix("uid-pod-")
+                .and_then(|k| k.parse().ok());
+            let task = task.filter(|&k: &usize| k < self.live.len());
+            let (Some(node), Some(task)) = (node, task) else {
+                continue;
+            };
+            if !change.place {
+                if self.hold.is_some_and(|h| h.node == node) {
+                    self.hold = None;
+                    *self
+                        .counters
+                        .holds_released
+                        .entry(change.reason.as_str())
+                        .or_default() += 1;
+                }
+                continue;
+            }
+            if self.hold.is_some() || self.live[task].node.is_some() {
+                continue;
+            }
+            let pod = &mut self.live[task];
+            if !pod.tolerates_hold {
+                pod.tolerates_hold = true;
+                pod.version += 1;
+            }
+            self.hold = Some(Held {
+                node,
+                task,
+                since: self.now,
+            });
+            self.counters.holds_placed += 1;
+            self.retry = true;
+        }
+    }
 }
 
 /// Runs a future of the in-memory store, which never waits.
@@ -290,8 +339,8 @@ pub fn futures_lite<T>(f: impl Future<Output = T>) -> T {
 /// Writes the replay's cluster as the API server would list it. Each task's objects are
 /// written once per change and kept: a read is then mostly copying.
 pub struct Writer {
-    /// The model, the nodes and the guard.
-    cluster: String,
+    /// The model, the nodes (item 1 + n is node n) and the guard.
+    cluster: Vec<String>,
     /// Per task: the version its objects were written at, and them (comma-separated).
     written: Vec<Option<(u64, String)>>,
 }
@@ -303,31 +352,36 @@ impl Writer {
             let list: Value = serde_json::from_str(GUARD).expect("the guard fixture is JSON");
             items.extend(list["items"].as_array().cloned().unwrap_or_default());
         }
-        let cluster = items
-            .iter()
-            .map(Value::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
         Writer {
-            cluster,
+            cluster: items.iter().map(Value::to_string).collect(),
             written: Vec::new(),
         }
     }
 
-    /// The cluster now. A `sample` leaves out what only Alfred's own moves made: surge pods
-    /// not yet bound and the rows of migrations that ended (so cooldowns do not shrink what an
-    /// ideal repack may move, with Alfred on or off alike).
+    /// The cluster now, with Alfred's hold on its node. A `sample` leaves out what only
+    /// Alfred's own moves made: surge pods not yet bound and the rows of migrations that ended
+    /// (so cooldowns do not shrink what an ideal repack may move, with Alfred on or off alike).
     pub fn write(
         &mut self,
         nodes: &[TraceNode],
         tasks: &[Task],
         live: &[Live],
+        hold: Option<Held>,
         sample: bool,
     ) -> String {
         self.written.resize_with(live.len(), || None);
-        let mut out = String::with_capacity(self.cluster.len() * 8);
+        let size: usize = self.cluster.iter().map(|t| t.len() + 1).sum();
+        let mut out = String::with_capacity(size * 8);
         out.push_str(r#"{"apiVersion":"v1","kind":"List","items":["#);
-        out.push_str(&self.cluster);
+        for (i, item) in self.cluster.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            match hold.filter(|h| h.node + 1 == i) {
+                Some(h) => out.push_str(&held_node(item, h).to_string()),
+                None => out.push_str(item),
+            }
+        }
         for (k, pod) in live.iter().enumerate() {
             if pod.gone() {
                 continue;
@@ -359,6 +413,20 @@ impl Writer {
     }
 }
 
+/// A node object with Alfred's hold for task `h.task` (as `execute::hold` writes it).
+fn held_node(text: &str, h: Held) -> Value {
+    let mut node: Value = serde_json::from_str(text).expect("the writer's node is JSON");
+    node["spec"]["taints"] =
+        json!([{"key": HELD_FOR, "value": pending_uid(h.task), "effect": "NoSchedule"}]);
+    node["metadata"]["annotations"] = json!({HELD_SINCE: stamp(h.since)});
+    node
+}
+
+/// A task's pod UID while it waits, kept when it binds (a moved pod is a new pod).
+pub fn pending_uid(k: usize) -> String {
+    format!("uid-pod-{k}")
+}
+
 /// A task's objects as the API server holds them now: `trace::objects` with the Instance's
 /// index, times, migration request, migration rows and surge.
 fn task_objects(
@@ -377,10 +445,20 @@ fn task_objects(
     };
     if node.is_none() {
         last["metadata"]["creationTimestamp"] = json!(stamp(pod.arrived));
+        last["metadata"]["uid"] = json!(pending_uid(k));
+        if pod.tolerates_hold {
+            let toleration = json!({"key": HELD_FOR, "operator": "Equal", "value": pending_uid(k), "effect": "NoSchedule"});
+            match last["spec"]["tolerations"].as_array_mut() {
+                Some(list) => list.push(toleration),
+                None => last["spec"]["tolerations"] = json!([toleration]),
+            }
+        }
         return objects;
     }
     set_started(last, &started);
-    last["metadata"]["uid"] = json!(format!("uid-pod-{k}-{}", pod.started));
+    if Some(pod.started) != pod.bound {
+        last["metadata"]["uid"] = json!(format!("uid-pod-{k}-{}", pod.started));
+    }
     if !task.whole() {
         return objects;
     }

@@ -80,6 +80,8 @@ pub struct Live {
     /// Alfred's last request for it, and the nodes it left and when.
     pub last_sent: Option<u64>,
     pub left: Vec<(usize, u64)>,
+    /// It tolerates Alfred's hold taint for its UID (a toleration, once added, stays).
+    pub tolerates_hold: bool,
 }
 
 impl Live {
@@ -129,6 +131,10 @@ pub struct Counters {
     pub violated: std::collections::BTreeMap<&'static str, usize>,
     pub stale_sends: usize,
     pub journal_max_bytes: usize,
+    /// Holds placed, and released by reason; held pods that bound on their held node.
+    pub holds_placed: usize,
+    pub holds_released: std::collections::BTreeMap<&'static str, usize>,
+    pub held_pods_bound_there: usize,
     /// First pass error seen, for the report.
     pub first_error: Option<String>,
 }
@@ -140,6 +146,14 @@ pub struct Sent {
     pub from: usize,
     pub target: Option<usize>,
     pub ended: Option<u64>,
+}
+
+/// Alfred's hold as the world carries it: the taint on `node` for task `task`, since when.
+#[derive(Clone, Copy)]
+pub struct Held {
+    pub node: usize,
+    pub task: usize,
+    pub since: u64,
 }
 
 pub struct World<'c, 's> {
@@ -162,6 +176,7 @@ pub struct World<'c, 's> {
     pub config: Config,
     pub node_index: std::collections::HashMap<String, usize>,
     pub writer: crate::store::Writer,
+    pub hold: Option<Held>,
 }
 
 impl<'c, 's> World<'c, 's> {
@@ -187,6 +202,7 @@ impl<'c, 's> World<'c, 's> {
             migration_ended: None,
             last_sent: None,
             left: Vec::new(),
+            tolerates_hold: false,
         });
         let k = self.live.len() - 1;
         self.submit(Waiter {
@@ -221,10 +237,18 @@ impl<'c, 's> World<'c, 's> {
     fn try_place(&mut self, waiter: Waiter) -> bool {
         let k = waiter.task;
         let row = self.live[k].row;
+        // Alfred's hold taint keeps everyone off the node but the pod it is for.
+        let held = self
+            .hold
+            .filter(|h| waiter.surge || h.task != k)
+            .map(|h| h.node);
         if !waiter.surge {
-            let Some(n) = self.scheduler.place(row, &mut self.rng) else {
+            let Some(n) = self.scheduler.place(row, held, &mut self.rng) else {
                 return false;
             };
+            if self.hold.is_some_and(|h| h.task == k && h.node == n) {
+                self.counters.held_pods_bound_there += 1;
+            }
             let pod = &mut self.live[k];
             pod.node = Some(n);
             pod.bound = Some(self.now);
@@ -238,7 +262,7 @@ impl<'c, 's> World<'c, 's> {
             return true; // the migration ended: its surge is no longer wanted
         };
         let hints = m.hints.clone();
-        let Some(n) = self.scheduler.place_surge(row, &hints, &mut self.rng) else {
+        let Some(n) = self.scheduler.place_surge(row, &hints, held, &mut self.rng) else {
             return false;
         };
         let now = self.now;

@@ -10,6 +10,11 @@ pub const TENANT_GROUP: &str = "alfred.ome.io/tenant-group";
 pub const OPT_OUT_REASON: &str = "alfred.ome.io/opt-out-reason";
 /// On a Node: the maintenance trigger that made Alfred cordon it (never removed by Alfred).
 pub const CORDONED_FOR_MAINTENANCE: &str = "alfred.ome.io/cordoned-for-maintenance";
+/// A hold (`holdMinutes`): the NoSchedule taint on the node Alfred empties, its value the UID of
+/// the waiting pod it is for (which gets the matching toleration), and the node's annotation
+/// saying since when.
+pub const HELD_FOR: &str = "alfred.ome.io/held-for";
+pub const HELD_SINCE: &str = "alfred.ome.io/held-since";
 
 /// OME annotations.
 pub const DEPLOYMENT_MODE: &str = "ome.io/deploymentMode";

@@ -335,6 +335,8 @@ pub struct Decision {
     pub dropped_outside_window: usize,
     /// Nodes a maintenance trigger with `cordon: true` asks to cordon, by name.
     pub cordons: Vec<MaintenanceCordon>,
+    /// Holds to release, and at most one to place (`holdMinutes`; execute mode only).
+    pub holds: Vec<consolidate::persist::HoldChange>,
 }
 
 /// A node that OME's Alfred would cordon for maintenance, and the trigger that asks for it.
@@ -415,11 +417,20 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
         nodes = records;
     }
     let mut dropped_outside_window = 0;
-    if config.defragmentation.enabled {
-        let consolidation = config
-            .defragmentation
+    let defragmentation = &config.defragmentation;
+    let (kept, mut holds) = consolidate::persist::kept_hold(
+        ctx,
+        defragmentation.enabled && defragmentation.follow_plan && defragmentation.hold_minutes > 0,
+    );
+    if defragmentation.enabled {
+        let consolidation = defragmentation
             .follow_plan
-            .then(|| consolidate::plan(ctx, &movable, None));
+            .then(|| consolidate::plan_from(ctx, &movable, None, kept.map(|k| k.0)));
+        if let Some(plan) = &consolidation
+            && defragmentation.hold_minutes > 0
+        {
+            holds.extend(consolidate::persist::change_for(ctx, kept, plan));
+        }
         let (rows, dropped) = defrag::run(ctx, &pools, &eligibility, consolidation.as_ref());
         recommendations.extend(rows);
         dropped_outside_window = dropped;
@@ -430,6 +441,7 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
         nodes,
         dropped_outside_window,
         cordons: maintenance_cordons(ctx),
+        holds,
     }
 }
 

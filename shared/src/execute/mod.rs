@@ -9,6 +9,7 @@ pub mod cordon;
 pub mod dispatch;
 pub mod events;
 pub mod guard;
+pub mod hold;
 pub mod journal;
 pub mod recheck;
 pub mod reconcile;

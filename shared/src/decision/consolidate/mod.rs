@@ -28,6 +28,7 @@
 //! smaller Instances first, and `pools` weighs the pools' room.
 
 mod chains;
+pub mod persist;
 mod pools;
 mod rooms;
 mod search;
@@ -79,6 +80,9 @@ pub struct PlanStep {
     pub moved: usize,
     #[serde(skip)]
     pub placements: Vec<(usize, usize)>,
+    /// The pending pods the action this step is part of seats, and where: (pod, node).
+    #[serde(skip)]
+    pub seats: Vec<(usize, usize)>,
 }
 
 /// Where the plan stands after some moves: the trade a user chooses a stopping point on.
@@ -225,17 +229,35 @@ struct Planner<'a, 's> {
     largest_room: HashMap<String, i64>,
     /// Per signature: the largest pending pod still waiting.
     largest_waiting: Vec<i64>,
+    /// Every pending pod seated so far and where: (pod, node), in order.
+    seated: Vec<(usize, usize)>,
 }
 
 /// The plan, within `max_moves` if given. `movable[i]`: Instance i passes defragmentation
 /// eligibility (as the decision pass computes it).
 pub fn plan(ctx: &Context<'_>, movable: &[bool], max_moves: Option<usize>) -> ConsolidationPlan {
+    plan_from(ctx, movable, max_moves, None)
+}
+
+/// The plan carrying on with `anchor`: its first action empties that node when that still
+/// seats a waiting pod (`persist`).
+pub fn plan_from(
+    ctx: &Context<'_>,
+    movable: &[bool],
+    max_moves: Option<usize>,
+    anchor: Option<usize>,
+) -> ConsolidationPlan {
     let mut p = Planner::new(ctx, movable);
     let total: i64 = p.needs.iter().map(|n| n.gpus).sum();
     p.place_unplaced(None);
     let mut curve = vec![p.point(0)];
     let mut steps = Vec::new();
     let budget = max_moves.unwrap_or(usize::MAX);
+    let carried = anchor.and_then(|n| p.anchored_action(n, budget));
+    if let Some(made) = carried.and_then(|trial| p.apply(trial)) {
+        steps.extend(made);
+        curve.push(p.point(steps.len()));
+    }
     loop {
         let Some(trial) = p.best_action(budget - steps.len()) else {
             if p.retry_parked() || p.lift_lookahead() {
@@ -309,6 +331,7 @@ impl Planner<'_, '_> {
                 self.change(n, 0, gpus, 0);
                 self.surges.reserve(pod, n);
                 self.placed[k] = true;
+                self.seated.push((pod, n));
             }
         }
     }
@@ -387,10 +410,15 @@ impl Planner<'_, '_> {
                 frees: cluster.nodes[trial.node].name.to_string(),
                 moved: instance,
                 placements: pods.iter().map(|p| p.pod).zip(to).collect(),
+                seats: Vec::new(),
             });
         }
         let freed: Vec<usize> = freed.into_iter().filter(|&n| self.host[n]).collect();
+        let before = self.seated.len();
         self.place_unplaced(Some(&freed));
+        for step in &mut steps {
+            step.seats = self.seated[before..].to_vec();
+        }
         self.actions += 1;
         Some(steps)
     }

@@ -9,7 +9,7 @@ use super::trial::Trial;
 impl Planner<'_, '_> {
     /// Pending GPUs an unplaced-pods-only best fit would seat in `room` on a node of
     /// signature `sig` (the room's other nodes cannot seat them: they were tried).
-    fn benefit(&self, sig: usize, pool: Option<usize>, mut room: i64) -> i64 {
+    pub(super) fn benefit(&self, sig: usize, pool: Option<usize>, mut room: i64) -> i64 {
         let allowed = &self.signatures[sig];
         let mut gained = 0;
         for (k, need) in self.needs.iter().enumerate() {
@@ -215,7 +215,7 @@ impl Planner<'_, '_> {
     }
 
     /// A node's movables not yet moved, largest share of the node first.
-    fn eviction_order(&self, n: usize) -> Vec<usize> {
+    pub(super) fn eviction_order(&self, n: usize) -> Vec<usize> {
         self.on_node[n]
             .iter()
             .copied()

@@ -94,6 +94,7 @@ impl<'a, 's> Planner<'a, 's> {
             dirty: (0..nodes).collect(),
             largest_room: HashMap::new(),
             largest_waiting: Vec::new(),
+            seated: Vec::new(),
         };
         for n in 0..nodes {
             planner.index_room(n, true);
@@ -168,6 +169,9 @@ fn pending(
     let mut departures: Vec<Vec<(usize, usize, bool)>> = vec![Vec::new(); cluster.nodes.len()];
     for p in movables.iter().flat_map(|m| &m.pods) {
         departures[p.node].push((p.node, p.pod, false));
+    }
+    for (pod, node) in super::persist::departing_pods(ctx) {
+        departures[node].push((node, pod, false));
     }
     let mut class_of: HashMap<String, usize> = HashMap::new();
     let mut classes: Vec<Vec<bool>> = Vec::new();
