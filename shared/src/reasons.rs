@@ -36,6 +36,8 @@ named! {
         ProfileNotConfigured,
         GangUnsupported,
         RecommendationTooLarge,
+        // Beyond the reference (`holdMinutes`): the consolidation plan's next move goes first.
+        PlanStepFirst,
     }
 }
 
@@ -54,6 +56,29 @@ impl AdvisoryReason {
         }
     }
 }
+
+named! {
+    /// Why a hold (`holdMinutes`, beyond the reference) is placed or released.
+    pub enum HoldReason {
+        /// The next action of the plan empties the node for the pod.
+        HoldPlaced = "HoldPlaced",
+        /// The pod was scheduled (on the held node or elsewhere).
+        HoldPodBound = "HoldPodBound",
+        /// The pod is gone, or was replaced.
+        HoldPodGone = "HoldPodGone",
+        /// Held for `holdMinutes` without the pod binding.
+        HoldExpired = "HoldExpired",
+        /// Emptying the node no longer seats the pod (the filters refuse its moves, its
+        /// Instances cannot move, or the pod no longer fits there).
+        HoldAbandoned = "HoldAbandoned",
+        /// Another hold stands: Alfred keeps one at a time.
+        HoldSuperseded = "HoldSuperseded",
+        /// `holdMinutes` is 0 or `followPlan` is off.
+        HoldDisabled = "HoldDisabled",
+    }
+}
+
+serde_by_name!(HoldReason);
 
 named! {
     /// A simulation's `scheduling.status`.

@@ -333,3 +333,34 @@ fn hold_minutes_is_checked_and_needs_follow_plan() {
         "{negative}"
     );
 }
+
+#[test]
+fn with_holds_on_the_plans_next_move_goes_first() {
+    let rows = |w: &World, config: &str| -> Vec<(String, Option<&'static str>)> {
+        w.with_ctx(config, alfred::decision::plan)
+            .recommendations
+            .iter()
+            .filter(|r| r.row.workload != "team/pinned")
+            .map(|r| {
+                (
+                    r.row.workload.clone(),
+                    r.row.advisory_reason.map(|a| a.as_str()),
+                )
+            })
+            .collect()
+    };
+    let follow_only =
+        "migration: {apiVersion: v1}\npolicies: {defragmentation: {followPlan: true}}\n";
+    let w = held(cluster(), "a", "big-0", 10);
+    // Holds off: the plan chooses afresh (emptying d, y1 its one move).
+    assert_eq!(rows(&w, follow_only)[0], ("team/y1".into(), None));
+    // On: emptying a, the held node, goes first; y1's move, worth its cost alone (it empties
+    // d), waits.
+    assert_eq!(
+        rows(&w, FOLLOW)[..2],
+        [
+            ("team/x1".into(), None),
+            ("team/y1".into(), Some("PlanStepFirst"))
+        ]
+    );
+}

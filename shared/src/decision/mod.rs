@@ -431,7 +431,12 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
         {
             holds.extend(consolidate::persist::change_for(ctx, kept, plan));
         }
-        let (rows, dropped) = defrag::run(ctx, &pools, &eligibility, consolidation.as_ref());
+        let (mut rows, dropped) = defrag::run(ctx, &pools, &eligibility, consolidation.as_ref());
+        if defragmentation.hold_minutes > 0
+            && let Some(first) = consolidation.as_ref().and_then(|p| p.steps.first())
+        {
+            plan_step_first(&mut rows, first);
+        }
         recommendations.extend(rows);
         dropped_outside_window = dropped;
     }
@@ -442,6 +447,27 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
         dropped_outside_window,
         cordons: maintenance_cordons(ctx),
         holds,
+    }
+}
+
+/// With holds on, the budget goes to the consolidation plan's next move, which seats a
+/// waiting pod, before any move that only lowers a pool's fragmentation.
+fn plan_step_first(rows: &mut [Recommendation], first: &consolidate::PlanStep) {
+    for r in rows.iter_mut().filter(|r| r.executable()) {
+        let row = &r.row;
+        if row.workload == first.workload
+            && row.component == first.component
+            && row.instance == first.instance
+        {
+            continue;
+        }
+        r.row.advisory_reason = Some(AdvisoryReason::PlanStepFirst);
+        r.detail += &format!(
+            " Holds are on (holdMinutes), so the consolidation plan's next move goes first: {} off {}, emptying {}.",
+            first.workload,
+            first.from.join(", "),
+            first.frees
+        );
     }
 }
 

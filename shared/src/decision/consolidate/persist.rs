@@ -15,6 +15,7 @@ use super::{Planner, trial::Trial};
 use crate::api::component::ComponentKind;
 use crate::api::keys::{HELD_FOR, HELD_SINCE};
 use crate::model::context::Context;
+pub use crate::reasons::HoldReason;
 
 /// A hold the cluster carries.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,29 +26,6 @@ pub struct Hold {
     /// From the node's annotation; a hold without a readable one counts as expired.
     pub since: Option<Timestamp>,
 }
-
-crate::named! {
-    /// Why a hold is placed or released.
-    pub enum HoldReason {
-        /// The next action of the plan empties the node for the pod.
-        HoldPlaced = "HoldPlaced",
-        /// The pod was scheduled (on the held node or elsewhere).
-        HoldPodBound = "HoldPodBound",
-        /// The pod is gone, or was replaced.
-        HoldPodGone = "HoldPodGone",
-        /// Held for `holdMinutes` without the pod binding.
-        HoldExpired = "HoldExpired",
-        /// Emptying the node no longer seats the pod (the filters refuse its moves, its
-        /// Instances cannot move, or the pod no longer fits there).
-        HoldAbandoned = "HoldAbandoned",
-        /// Another hold stands: Alfred keeps one at a time.
-        HoldSuperseded = "HoldSuperseded",
-        /// `holdMinutes` is 0 or `followPlan` is off.
-        HoldDisabled = "HoldDisabled",
-    }
-}
-
-crate::serde_by_name!(HoldReason);
 
 /// A write a pass asks for.
 #[derive(Clone, Debug, PartialEq, Serialize)]
