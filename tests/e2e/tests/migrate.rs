@@ -718,64 +718,50 @@ fn a_hold_keeps_the_emptied_node_for_the_waiting_pod_until_it_is_gone() {
         "example.com/gpu-vendor=acme:PreferNoSchedule",
     ]);
     let config = consolidation_config(&cluster, "followPlan: true, holdMinutes: 60");
-    let uid = cluster.ok(&[
-        "get",
-        "pod",
-        "trainer",
-        "-n",
-        "batch",
-        "-o",
-        "jsonpath={.metadata.uid}",
-    ]);
-    let taints = || node_field(&cluster, "a", "{.spec.taints}");
-
-    let dry = cluster.alfred(&["migrate", "--dry-run", "--config", &config]);
-    assert!(
-        stderr(&dry).contains("note: not written (dry run): node a held for pod trainer"),
-        "{}",
-        stderr(&dry)
-    );
-    assert!(!taints().contains("held-for"));
-
-    let out = cluster.alfred(&["migrate", "-o", "json", "--config", &config]);
-    assert!(out.status.success(), "migrate: {}", stderr(&out));
-    let pass: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(row(&pass, "team/x1")["outcome"], "submitted", "{pass:#}");
-    assert!(
-        stderr(&out).contains("node a held for pod trainer"),
-        "{}",
-        stderr(&out)
-    );
-    let taints_now: Value = serde_json::from_str(&taints()).unwrap();
-    assert_eq!(
-        taints_now,
-        json!([{"key": "example.com/gpu-vendor", "value": "acme", "effect": "PreferNoSchedule"},
-               {"key": "alfred.ome.io/held-for", "value": uid, "effect": "NoSchedule"}])
-    );
-    assert!(
-        !node_field(
+    let trainer = |path: &str| {
+        let jsonpath = format!("jsonpath={path}");
+        cluster.ok(&["get", "pod", "trainer", "-n", "batch", "-o", &jsonpath])
+    };
+    let uid = trainer("{.metadata.uid}");
+    let taints =
+        || -> Value { serde_json::from_str(&node_field(&cluster, "a", "{.spec.taints}")).unwrap() };
+    let held_since = || {
+        node_field(
             &cluster,
             "a",
-            "{.metadata.annotations.alfred\\.ome\\.io/held-since}"
+            "{.metadata.annotations.alfred\\.ome\\.io/held-since}",
         )
-        .is_empty()
+    };
+    let own =
+        json!({"key": "example.com/gpu-vendor", "value": "acme", "effect": "PreferNoSchedule"});
+    // One pass of migrate with `args`, which must say `said`; its JSON output.
+    let pass_saying = |args: &[&str], said: &str| -> String {
+        let mut all = vec!["migrate", "--config", &config];
+        all.extend(args);
+        let out = cluster.alfred(&all);
+        assert!(out.status.success(), "migrate: {}", stderr(&out));
+        assert!(stderr(&out).contains(said), "{}", stderr(&out));
+        stdout(&out)
+    };
+
+    pass_saying(
+        &["--dry-run"],
+        "note: not written (dry run): node a held for pod trainer",
     );
-    let tolerations = cluster.ok(&[
-        "get",
-        "pod",
-        "trainer",
-        "-n",
-        "batch",
-        "-o",
-        "jsonpath={.spec.tolerations}",
-    ]);
-    let tolerations: Value = serde_json::from_str(&tolerations).unwrap();
+    assert_eq!(taints(), json!([own]));
+
+    let pass: Value =
+        serde_json::from_str(&pass_saying(&["-o", "json"], "node a held for pod trainer")).unwrap();
+    assert_eq!(row(&pass, "team/x1")["outcome"], "submitted", "{pass:#}");
+    assert_eq!(
+        taints(),
+        json!([own, {"key": "alfred.ome.io/held-for", "value": uid, "effect": "NoSchedule"}])
+    );
+    assert!(!held_since().is_empty());
+    let tolerations: Value = serde_json::from_str(&trainer("{.spec.tolerations}")).unwrap();
+    let ours = json!({"key": "alfred.ome.io/held-for", "operator": "Equal", "value": uid, "effect": "NoSchedule"});
     assert!(
-        tolerations
-            .as_array()
-            .unwrap()
-            .contains(&json!({"key": "alfred.ome.io/held-for",
-            "operator": "Equal", "value": uid, "effect": "NoSchedule"})),
+        tolerations.as_array().unwrap().contains(&ours),
         "{tolerations:#}"
     );
 
@@ -789,26 +775,9 @@ fn a_hold_keeps_the_emptied_node_for_the_waiting_pod_until_it_is_gone() {
         "--grace-period=0",
         "--force",
     ]);
-    let out = cluster.alfred(&["migrate", "--config", &config]);
-    assert!(out.status.success(), "migrate: {}", stderr(&out));
-    assert!(
-        stderr(&out).contains("node a released: the pod is gone"),
-        "{}",
-        stderr(&out)
-    );
-    let taints_now: Value = serde_json::from_str(&taints()).unwrap();
-    assert_eq!(
-        taints_now,
-        json!([{"key": "example.com/gpu-vendor", "value": "acme", "effect": "PreferNoSchedule"}])
-    );
-    assert_eq!(
-        node_field(
-            &cluster,
-            "a",
-            "{.metadata.annotations.alfred\\.ome\\.io/held-since}"
-        ),
-        ""
-    );
+    pass_saying(&[], "node a released: the pod is gone");
+    assert_eq!(taints(), json!([own]));
+    assert_eq!(held_since(), "");
 }
 
 /// The row Alfred gives a component it cannot observe: one for the whole component (instance
