@@ -122,6 +122,13 @@ pub struct Defragmentation {
     pub hold_minutes: i64,
 }
 
+impl Defragmentation {
+    /// Holds are on: the policy runs, follows the plan, and `holdMinutes` is set.
+    pub fn holding(&self) -> bool {
+        self.enabled && self.follow_plan && self.hold_minutes > 0
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeHealth {
     pub enabled: bool,

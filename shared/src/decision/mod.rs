@@ -418,21 +418,16 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
     }
     let mut dropped_outside_window = 0;
     let defragmentation = &config.defragmentation;
-    let (kept, mut holds) = consolidate::persist::kept_hold(
-        ctx,
-        defragmentation.enabled && defragmentation.follow_plan && defragmentation.hold_minutes > 0,
-    );
+    let (kept, mut holds) = consolidate::persist::kept_hold(ctx, defragmentation.holding());
     if defragmentation.enabled {
         let consolidation = defragmentation
             .follow_plan
             .then(|| consolidate::plan_from(ctx, &movable, None, kept.map(|k| k.0)));
-        if let Some(plan) = &consolidation
-            && defragmentation.hold_minutes > 0
-        {
+        if let Some(plan) = consolidation.as_ref().filter(|_| defragmentation.holding()) {
             holds.extend(consolidate::persist::change_for(ctx, kept, plan));
         }
         let (mut rows, dropped) = defrag::run(ctx, &pools, &eligibility, consolidation.as_ref());
-        if defragmentation.hold_minutes > 0
+        if defragmentation.holding()
             && let Some(first) = consolidation.as_ref().and_then(|p| p.steps.first())
         {
             plan_step_first(&mut rows, first);
