@@ -42,18 +42,8 @@ async fn cordon_one(
     planned: &MaintenanceCordon,
 ) -> Result<Option<String>> {
     let api = Api::<Node>::all(client.clone());
-    let live = api
-        .get_opt(&planned.node)
-        .await
-        .with_context(|| format!("reading node {}", planned.node))?;
-    let resource_version = live
-        .as_ref()
-        .and_then(|n| n.metadata.resource_version.clone())
-        .unwrap_or_default();
-    let node: Option<alfred::api::core::Node> = live
-        .map(|n| serde_json::to_value(n).and_then(serde_json::from_value))
-        .transpose()
-        .context("reading the node the API server returned")?;
+    let what = format!("node {}", planned.node);
+    let (node, resource_version) = crate::live::read_again(&api, &planned.node, &what).await?;
     let now = Timestamp::now();
     let (patch, rule) = match cordon::step(planned, node.as_ref(), &resource_version, config, now) {
         CordonStep::Skip(why) => {

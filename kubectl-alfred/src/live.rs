@@ -451,6 +451,32 @@ fn failed(code: http::StatusCode, is_protobuf: bool, body: &[u8]) -> kube::Error
     kube::Error::Api(status.boxed())
 }
 
+/// An object read again before a write: in the core's types (None when it is gone), with the
+/// resourceVersion the write must carry.
+pub async fn read_again<K, T>(
+    api: &kube::Api<K>,
+    name: &str,
+    what: &str,
+) -> Result<(Option<T>, String)>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    T: serde::de::DeserializeOwned,
+{
+    let live = api
+        .get_opt(name)
+        .await
+        .with_context(|| format!("reading {what}"))?;
+    let version = live
+        .as_ref()
+        .and_then(|o| o.meta().resource_version.clone())
+        .unwrap_or_default();
+    let object = live
+        .map(|o| serde_json::to_value(o).and_then(serde_json::from_value))
+        .transpose()
+        .with_context(|| format!("reading the {what} the API server returned"))?;
+    Ok((object, version))
+}
+
 #[cfg(test)]
 mod tests {
     use super::RequestTimeout;

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 use crate::trace::{self, Task, TraceNode};
 use crate::world::{Event, HOUR, Held, Live, MINUTE, Sent, Step, World, stamp, timestamp};
-use alfred::api::keys::{HELD_FOR, HELD_SINCE};
+use alfred::api::keys::HELD_SINCE;
+use alfred::execute::hold;
 
 /// The guard on Alfred's writes as a real API server lists it once installed.
 const GUARD: &str = include_str!("../../tests/data/guard/installed.json");
@@ -283,7 +284,7 @@ impl World<'_, '_> {
     pub fn apply_holds(&mut self, report: &alfred::execute::run::Report) {
         let sent = report.sent.as_ref().map(|(_, e)| e);
         for change in &report.plan.decision.holds {
-            if !alfred::execute::hold::due(change, sent) {
+            if !hold::due(change, sent) {
                 continue;
             }
             let node = self.node_index.get(&change.node).copied();
@@ -416,8 +417,7 @@ impl Writer {
 /// A node object with Alfred's hold for task `h.task` (as `execute::hold` writes it).
 fn held_node(text: &str, h: Held) -> Value {
     let mut node: Value = serde_json::from_str(text).expect("the writer's node is JSON");
-    node["spec"]["taints"] =
-        json!([{"key": HELD_FOR, "value": pending_uid(h.task), "effect": "NoSchedule"}]);
+    node["spec"]["taints"] = json!([hold::taint(&pending_uid(h.task))]);
     node["metadata"]["annotations"] = json!({HELD_SINCE: stamp(h.since)});
     node
 }
@@ -447,7 +447,7 @@ fn task_objects(
         last["metadata"]["creationTimestamp"] = json!(stamp(pod.arrived));
         last["metadata"]["uid"] = json!(pending_uid(k));
         if pod.tolerates_hold {
-            let toleration = json!({"key": HELD_FOR, "operator": "Equal", "value": pending_uid(k), "effect": "NoSchedule"});
+            let toleration = hold::toleration(&pending_uid(k));
             match last["spec"]["tolerations"].as_array_mut() {
                 Some(list) => list.push(toleration),
                 None => last["spec"]["tolerations"] = json!([toleration]),

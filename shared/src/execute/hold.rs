@@ -27,11 +27,11 @@ pub fn due(hold: &HoldChange, sent: Option<&Entry>) -> bool {
 }
 
 /// The taint Alfred sets for a pod with this UID, and the toleration the pod gets.
-fn taint(pod_uid: &str) -> Value {
+pub fn taint(pod_uid: &str) -> Value {
     json!({"key": HELD_FOR, "value": pod_uid, "effect": "NoSchedule"})
 }
 
-fn toleration(pod_uid: &str) -> Value {
+pub fn toleration(pod_uid: &str) -> Value {
     json!({"key": HELD_FOR, "operator": "Equal", "value": pod_uid, "effect": "NoSchedule"})
 }
 
