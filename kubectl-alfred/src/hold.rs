@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
-/// Writes `changes` (those due after the pass: see `alfred::execute::hold::due`).
+/// Writes the pass's `changes`.
 pub async fn apply(client: &Client, changes: &[HoldChange]) {
     for change in changes {
         match apply_one(client, change).await {

@@ -7,7 +7,8 @@
 //!       [--hours 24] [--warmup 2] [--profile default|gpu-packing] [--alfred off|on] \
 //!       [--config ALFRED.yaml] [--eight-gpu-nodes N] [--repeat-nodes N] \
 //!       [--ack-seconds 5] [--load-seconds 60] [--fail-rate 0.05] [--no-ack-rate 0.01] \
-//!       [--ready-timeout-minutes 30] [--operator-minutes 30]
+//!       [--ready-timeout-minutes 30] [--operator-minutes 30] [--log] \
+//!       [--snapshot-at MINUTES --snapshot-out FILE]
 //!
 //! Tasks arrive as a Poisson process at an offered load of LOAD x the cluster's GPUs, each a row
 //! of the task list drawn at random with its GPUs, CPU, memory, GPU models and lifetime (a list
@@ -41,6 +42,10 @@
 //! checked independently: `capViolations` (in flight, per hour, cooldowns), `staleSends`
 //! (the Instance not on its source or busy, or its target without room), `bounceBacks` (moved
 //! again within 1 h, or back to a node it left within 24 h).
+//!
+//! `--snapshot-at M --snapshot-out FILE` writes the cluster as the API server would list it at
+//! the first sample M minutes or more into the run (warm-up included), for a look with
+//! `kubectl alfred recommend -f FILE`.
 //!
 //! `--eight-gpu-nodes N` and `--repeat-nodes N` reshape the node list as `trace_bench` does.
 
@@ -101,6 +106,8 @@ struct Options {
     ome: OmeSettings,
     /// A line a pass on stderr: what was sent, or why not.
     log: bool,
+    /// The cluster written to FILE at the first sample this many minutes in.
+    snapshot: Option<(f64, String)>,
 }
 
 fn run() -> Result<(), String> {
@@ -150,6 +157,14 @@ fn run() -> Result<(), String> {
             operator_ms: seconds("--operator-minutes", 30.0)? * 60,
         },
         log: args.iter().any(|a| a == "--log"),
+        snapshot: match (
+            trace::parsed::<f64>(&args, "--snapshot-at")?,
+            flag("--snapshot-out"),
+        ) {
+            (Some(at), Some(path)) => Some((at, path)),
+            (None, None) => None,
+            _ => return Err("--snapshot-at MINUTES and --snapshot-out FILE go together".into()),
+        },
     };
     let nodes = trace::reshape_nodes(
         trace::read_nodes(&read(&nodes_path)?)?,
@@ -345,9 +360,10 @@ fn replay(
             .map(|(i, n)| (n.name.clone(), i))
             .collect::<HashMap<_, _>>(),
         writer: store::Writer::new(nodes, options.alfred.is_some()),
-        hold: None,
+        holds: Vec::new(),
     };
     let mut report = Report::default();
+    let mut snapshot = options.snapshot.clone();
 
     // The steady state: tasks present in proportion to their running times, each with a
     // uniformly drawn part of it left, until they hold LOAD x the GPUs.
@@ -399,6 +415,19 @@ fn replay(
                 world.push(now + gap.max(1.0) as u64, Event::Arrival);
             }
             Event::Sample => {
+                if let Some((at, path)) = &snapshot
+                    && now as f64 >= at * MINUTE as f64
+                {
+                    let text = world.writer.write(
+                        world.nodes,
+                        world.tasks,
+                        &world.live,
+                        &world.holds,
+                        false,
+                    );
+                    std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))?;
+                    snapshot = None;
+                }
                 if world.waiting.iter().any(|w| !w.surge) {
                     report.samples += 1;
                     let clock = Instant::now();
@@ -472,13 +501,11 @@ fn log_pass(now: u64, report: &run::Report) {
         (None, Some(w)) => format!("withheld {}: {}", w.reason.as_str(), w.detail),
         (None, None) => "nothing sent".into(),
     };
-    let sent = report.sent.as_ref().map(|(_, e)| e);
     let holds: Vec<&str> = report
         .plan
         .decision
         .holds
         .iter()
-        .filter(|h| alfred::execute::hold::due(h, sent))
         .map(|h| h.message.as_str())
         .collect();
     eprintln!(
@@ -501,7 +528,7 @@ fn cluster_context(nodes: &[TraceNode]) -> Result<(Snapshot, Config), String> {
 fn fixable_gpus(world: &mut World<'_, '_>, config: &Config) -> Result<i64, String> {
     let text = world
         .writer
-        .write(world.nodes, world.tasks, &world.live, world.hold, true);
+        .write(world.nodes, world.tasks, &world.live, &[], true);
     let snapshot = Snapshot::parse(&text).map_err(|e| e.to_string())?;
     let ctx = Context::build(&snapshot, config, timestamp(world.now));
     let movable = movable(&ctx);

@@ -307,6 +307,17 @@ fn default_size_prior() -> BTreeMap<i64, f64> {
 }
 
 impl Config {
+    /// How many of the consolidation plan's actions the budget feeds at once with holds on
+    /// (`holdMinutes`; 0 with holds off): as many nodes as the hourly budget can feed a move
+    /// each while each waits out its node cooldown, so no budget is left behind one cooldown.
+    pub fn emptied_at_once(&self) -> usize {
+        if !self.defragmentation.holding() {
+            return 0;
+        }
+        let moves = self.max_migrations_per_hour.max(1) * self.per_node_cooldown_minutes.max(0);
+        ((moves + 59) / 60).max(1) as usize
+    }
+
     /// True when moves may be requested: execute mode with the v1 migration API.
     pub fn migration_api_available(&self) -> bool {
         self.migration.api_version.as_deref() == Some("v1")

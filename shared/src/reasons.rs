@@ -36,7 +36,7 @@ named! {
         ProfileNotConfigured,
         GangUnsupported,
         RecommendationTooLarge,
-        // Beyond the reference (`holdMinutes`): the consolidation plan's next move goes first.
+        // Beyond the reference (`holdMinutes`): the consolidation plan's next moves go first.
         PlanStepFirst,
     }
 }

@@ -8,12 +8,14 @@ use alfred::api::core::{Node, Pod};
 use alfred::api::keys::{HELD_FOR, HELD_SINCE};
 use alfred::decision::consolidate::persist::{HoldChange, HoldReason};
 use alfred::execute::hold;
-use alfred::execute::journal::{Entry, Phase, WorkloadRef};
 use common::{World, ago};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 const FOLLOW: &str = "migration: {apiVersion: v1}\npolicies: {defragmentation: {followPlan: true, holdMinutes: 60}}\n";
+/// Holds on with a budget of 6 moves an hour and the default 10-minute node cooldown: the budget
+/// feeds one held node at a time (the default, 10 an hour, feeds two).
+const ONE_AT_A_TIME: &str = "maxMigrationsPerHour: 6\nmigration: {apiVersion: v1}\npolicies: {defragmentation: {followPlan: true, holdMinutes: 60}}\n";
 
 /// Node a holds three 1-GPU Instances, d one; b and c have 2 and 1 GPUs free next to an
 /// Instance that never moves. Two 8-GPU pods wait. Emptying d takes one move, emptying a three
@@ -55,39 +57,15 @@ fn holds(w: &World, config: &str) -> Vec<(String, String, bool, HoldReason)> {
 fn first_frees(w: &World, config: &str) -> String {
     w.with_ctx(config, |ctx| {
         let movable = alfred::decision::movable(ctx);
-        let kept = alfred::decision::consolidate::persist::kept_hold(ctx, true).0;
-        let plan = alfred::decision::consolidate::plan_from(ctx, &movable, None, kept.map(|k| k.0));
+        let kept = alfred::decision::consolidate::persist::kept_holds(ctx, true).0;
+        let anchors: Vec<usize> = kept.iter().map(|k| k.0).collect();
+        let plan = alfred::decision::consolidate::plan_from(ctx, &movable, None, &anchors);
         plan.steps[0].frees.clone()
     })
 }
 
-fn entry(workload: &str, instance: i32) -> Entry {
-    Entry {
-        uuid: "9b2f4f4e-3c1d-4e59-9a57-0c6f8f1d2e3a".into(),
-        workload: WorkloadRef {
-            namespace: "team".into(),
-            name: workload.into(),
-        },
-        workload_uid: format!("uid-{workload}"),
-        ir_name: format!("{workload}-engine"),
-        ir_uid: format!("uid-{workload}-engine"),
-        component: alfred::api::component::ComponentKind::Engine,
-        instance,
-        from_node: "d".into(),
-        targets: vec![],
-        payload: String::new(),
-        source_fingerprint: String::new(),
-        created_at: Timestamp::UNIX_EPOCH,
-        last_attempt: None,
-        acknowledged_at: None,
-        completed_at: None,
-        phase: Phase::Submitted,
-        reason: None,
-    }
-}
-
 #[test]
-fn a_hold_is_asked_for_with_the_move_that_starts_its_action() {
+fn a_hold_is_asked_for_the_node_a_plan_action_empties() {
     let w = cluster();
     let got = w.decide(FOLLOW).holds;
     assert_eq!(got.len(), 1, "{got:?}");
@@ -98,9 +76,6 @@ fn a_hold_is_asked_for_with_the_move_that_starts_its_action() {
         "the cheapest action empties d, for the first 8-GPU pod"
     );
     assert_eq!(h.pod_uid, "uid-big-0");
-    assert!(hold::due(h, Some(&entry("y1", 0))), "sent with y1's move");
-    assert!(!hold::due(h, Some(&entry("x1", 0))), "another move");
-    assert!(!hold::due(h, None), "nothing sent");
     // Off by default, and nothing without followPlan.
     let off = "migration: {apiVersion: v1}\npolicies: {defragmentation: {followPlan: true}}\n";
     assert!(holds(&w, off).is_empty());
@@ -172,16 +147,22 @@ fn every_release_says_why() {
     assert_eq!(release(&no_time, FOLLOW)[0].3, HoldReason::HoldExpired);
     let off = "migration: {apiVersion: v1}\npolicies: {defragmentation: {followPlan: true}}\n";
     assert_eq!(release(&on_a(), off)[0].3, HoldReason::HoldDisabled);
-    // Two holds: the older stands.
-    let two = held(on_a(), "d", "big-1", 5);
+    // Two holds for one pod: the older stands.
+    let twice = held(on_a(), "d", "big-0", 5);
     assert_eq!(
-        release(&two, FOLLOW),
+        release(&twice, FOLLOW),
         vec![(
             "d".into(),
-            "big-1".into(),
+            "big-0".into(),
             false,
             HoldReason::HoldSuperseded
         )]
+    );
+    // Two holds, for which there is room for one: the nearer to empty (d, one move) stands.
+    let two = held(on_a(), "d", "big-1", 5);
+    assert_eq!(
+        release(&two, FOLLOW),
+        vec![("a".into(), "big-0".into(), false, HoldReason::HoldAbandoned)]
     );
     // a's Instances can no longer move: emptying a seats nobody.
     let stuck = on_a().annotate("x2", "alfred.ome.io/movable", "false");
@@ -200,7 +181,11 @@ fn an_emptied_held_node_stands_until_the_pod_binds() {
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
         !(o["kind"] == "Pod" && name.starts_with('x'))
     });
-    assert!(holds(&emptied, FOLLOW).is_empty());
+    // Only the next action (emptying d) is asked for, for the other pod.
+    assert_eq!(
+        holds(&emptied, FOLLOW),
+        vec![("d".into(), "big-1".into(), true, HoldReason::HoldPlaced)]
+    );
 }
 
 fn pod(value: Value) -> Pod {
@@ -224,7 +209,6 @@ fn change(place: bool) -> HoldChange {
             HoldReason::HoldPodBound
         },
         message: String::new(),
-        with_move: None,
     }
 }
 
@@ -362,5 +346,43 @@ fn with_holds_on_the_plans_next_move_goes_first() {
             ("team/x1".into(), None),
             ("team/y1".into(), Some("PlanStepFirst"))
         ]
+    );
+}
+
+#[test]
+fn every_action_is_held_and_the_budget_feeds_as_many_as_cooldowns_allow() {
+    // Node e like d: two actions of one move each (d, e) for two of the three 8-GPU pods.
+    let w = cluster()
+        .node("e", 8)
+        .omenative("team", "z1", &[("e", 1)])
+        .pending("team", "big-2", 8, 20, "big")
+        .edit("Pod", "big-2", |p| {
+            p["metadata"]["uid"] = json!("uid-big-2")
+        });
+    let placed: Vec<String> = holds(&w, FOLLOW)
+        .into_iter()
+        .filter(|h| h.2 && h.3 == HoldReason::HoldPlaced)
+        .map(|h| h.0)
+        .collect();
+    assert_eq!(placed, ["d", "e"], "one for each action");
+    assert_eq!(holds(&w, ONE_AT_A_TIME).len(), 2, "whatever the budget");
+    let executable = |config: &str| -> Vec<String> {
+        w.with_ctx(config, alfred::decision::plan)
+            .recommendations
+            .iter()
+            .filter(|r| r.executable() && r.row.workload != "team/pinned")
+            .map(|r| r.row.workload.clone())
+            .collect()
+    };
+    // 10 an hour x 10-minute cooldown: the next moves of two actions may go; 6 an hour, one.
+    assert_eq!(executable(FOLLOW), ["team/y1", "team/z1"]);
+    assert_eq!(executable(ONE_AT_A_TIME).len(), 1);
+    // One of two holds stands: the plan carries on with it and asks for the other.
+    let one = held(w.clone(), "e", "big-2", 5);
+    let got = holds(&one, FOLLOW);
+    assert_eq!(
+        got,
+        vec![("d".into(), "big-0".into(), true, HoldReason::HoldPlaced)],
+        "{got:?}"
     );
 }

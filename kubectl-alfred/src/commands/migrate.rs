@@ -170,18 +170,10 @@ async fn one_pass(args: &MigrateArgs, global: &GlobalArgs) -> Result<Config> {
             }
         }
     }
-    let sent = report.sent.as_ref().map(|(_, e)| e);
-    let holds: Vec<_> = report
-        .plan
-        .decision
-        .holds
-        .iter()
-        .filter(|h| alfred::execute::hold::due(h, sent))
-        .cloned()
-        .collect();
+    let holds = &report.plan.decision.holds;
     match (args.dry_run, store.client()) {
         (false, Some(client)) if config.mode == OperatingMode::Execute => {
-            crate::hold::apply(client, &holds).await;
+            crate::hold::apply(client, holds).await;
         }
         _ => {
             let why = if args.dry_run {
@@ -189,7 +181,7 @@ async fn one_pass(args: &MigrateArgs, global: &GlobalArgs) -> Result<Config> {
             } else {
                 "holds are written only in execute mode"
             };
-            for h in &holds {
+            for h in holds {
                 eprintln!("note: not written ({why}): {}", h.message);
             }
         }

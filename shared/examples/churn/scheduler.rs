@@ -93,8 +93,8 @@ impl<'c, 's> Scheduler<'c, 's> {
     }
 
     /// Binds a pod of task row `row` where the scheduler would, or None when no node takes it;
-    /// never on `tainted` (a taint it does not tolerate).
-    pub fn place(&mut self, row: usize, tainted: Option<usize>, rng: &mut Rng) -> Option<usize> {
+    /// never on a `tainted` node (a taint it does not tolerate).
+    pub fn place(&mut self, row: usize, tainted: &[usize], rng: &mut Rng) -> Option<usize> {
         if !self.gpus_free_for(row) || !(0..self.free.len()).any(|n| self.has_room(n, row)) {
             return None;
         }
@@ -113,7 +113,7 @@ impl<'c, 's> Scheduler<'c, 's> {
         &mut self,
         row: usize,
         hints: &[String],
-        tainted: Option<usize>,
+        tainted: &[usize],
         rng: &mut Rng,
     ) -> Option<usize> {
         if !self.gpus_free_for(row) || !(0..self.free.len()).any(|n| self.has_room(n, row)) {
@@ -128,11 +128,11 @@ impl<'c, 's> Scheduler<'c, 's> {
         row: usize,
         pod: &NewPod,
         request: &Request,
-        tainted: Option<usize>,
+        tainted: &[usize],
         rng: &mut Rng,
     ) -> Option<usize> {
         let mut scores = simulate::node_scores(self.ctx, &self.ledger, pod, &self.profile);
-        scores.retain(|s| Some(s.node) != tainted);
+        scores.retain(|s| !tainted.contains(&s.node));
         let best = scores.iter().map(|s| s.total()).max()?;
         let tied: Vec<usize> = scores
             .iter()

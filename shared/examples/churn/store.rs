@@ -22,7 +22,7 @@ impl Store for World<'_, '_> {
     async fn observe(&mut self) -> Result<(Snapshot, Timestamp), StoreError> {
         let text = self
             .writer
-            .write(self.nodes, self.tasks, &self.live, self.hold, false);
+            .write(self.nodes, self.tasks, &self.live, &self.holds, false);
         let snapshot = Snapshot::parse(&text).map_err(|e| StoreError::Observe(e.to_string()))?;
         Ok((snapshot, timestamp(self.now)))
     }
@@ -280,13 +280,9 @@ impl World<'_, '_> {
     }
 
     /// Makes the hold writes the pass asked for (`holdMinutes`), as the plugin makes them:
-    /// releases, and a hold placed with the move that starts its action.
+    /// releases, then holds.
     pub fn apply_holds(&mut self, report: &alfred::execute::run::Report) {
-        let sent = report.sent.as_ref().map(|(_, e)| e);
         for change in &report.plan.decision.holds {
-            if !hold::due(change, sent) {
-                continue;
-            }
             let node = self.node_index.get(&change.node).copied();
             let task = change
                 .pod_uid
@@ -297,8 +293,8 @@ impl World<'_, '_> {
                 continue;
             };
             if !change.place {
-                if self.hold.is_some_and(|h| h.node == node) {
-                    self.hold = None;
+                if let Some(i) = self.holds.iter().position(|h| h.node == node) {
+                    self.holds.remove(i);
                     *self
                         .counters
                         .holds_released
@@ -307,7 +303,8 @@ impl World<'_, '_> {
                 }
                 continue;
             }
-            if self.hold.is_some() || self.live[task].node.is_some() {
+            let taken = self.holds.iter().any(|h| h.node == node || h.task == task);
+            if taken || self.live[task].node.is_some() {
                 continue;
             }
             let pod = &mut self.live[task];
@@ -315,7 +312,7 @@ impl World<'_, '_> {
                 pod.tolerates_hold = true;
                 pod.version += 1;
             }
-            self.hold = Some(Held {
+            self.holds.push(Held {
                 node,
                 task,
                 since: self.now,
@@ -359,7 +356,7 @@ impl Writer {
         }
     }
 
-    /// The cluster now, with Alfred's hold on its node. A `sample` leaves out what only
+    /// The cluster now, with Alfred's holds on their nodes. A `sample` leaves out what only
     /// Alfred's own moves made: surge pods not yet bound and the rows of migrations that ended
     /// (so cooldowns do not shrink what an ideal repack may move, with Alfred on or off alike).
     pub fn write(
@@ -367,7 +364,7 @@ impl Writer {
         nodes: &[TraceNode],
         tasks: &[Task],
         live: &[Live],
-        hold: Option<Held>,
+        holds: &[Held],
         sample: bool,
     ) -> String {
         self.written.resize_with(live.len(), || None);
@@ -378,8 +375,8 @@ impl Writer {
             if i > 0 {
                 out.push(',');
             }
-            match hold.filter(|h| h.node + 1 == i) {
-                Some(h) => out.push_str(&held_node(item, h).to_string()),
+            match holds.iter().find(|h| h.node + 1 == i) {
+                Some(&h) => out.push_str(&held_node(item, h).to_string()),
                 None => out.push_str(item),
             }
         }

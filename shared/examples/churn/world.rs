@@ -148,7 +148,8 @@ pub struct Sent {
     pub ended: Option<u64>,
 }
 
-/// Alfred's hold as the world carries it: the taint on `node` for task `task`, since when.
+/// One of Alfred's holds as the world carries it: the taint on `node` for task `task`, since
+/// when.
 #[derive(Clone, Copy)]
 pub struct Held {
     pub node: usize,
@@ -176,7 +177,7 @@ pub struct World<'c, 's> {
     pub config: Config,
     pub node_index: std::collections::HashMap<String, usize>,
     pub writer: crate::store::Writer,
-    pub hold: Option<Held>,
+    pub holds: Vec<Held>,
 }
 
 impl<'c, 's> World<'c, 's> {
@@ -238,15 +239,17 @@ impl<'c, 's> World<'c, 's> {
         let k = waiter.task;
         let row = self.live[k].row;
         // Alfred's hold taint keeps everyone off the node but the pod it is for.
-        let held = self
-            .hold
+        let held: Vec<usize> = self
+            .holds
+            .iter()
             .filter(|h| waiter.surge || h.task != k)
-            .map(|h| h.node);
+            .map(|h| h.node)
+            .collect();
         if !waiter.surge {
-            let Some(n) = self.scheduler.place(row, held, &mut self.rng) else {
+            let Some(n) = self.scheduler.place(row, &held, &mut self.rng) else {
                 return false;
             };
-            if self.hold.is_some_and(|h| h.task == k && h.node == n) {
+            if self.holds.iter().any(|h| h.task == k && h.node == n) {
                 self.counters.held_pods_bound_there += 1;
             }
             let pod = &mut self.live[k];
@@ -262,7 +265,10 @@ impl<'c, 's> World<'c, 's> {
             return true; // the migration ended: its surge is no longer wanted
         };
         let hints = m.hints.clone();
-        let Some(n) = self.scheduler.place_surge(row, &hints, held, &mut self.rng) else {
+        let Some(n) = self
+            .scheduler
+            .place_surge(row, &hints, &held, &mut self.rng)
+        else {
             return false;
         };
         let now = self.now;

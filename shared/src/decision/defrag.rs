@@ -49,6 +49,10 @@ pub fn run(
     let mut rows = Vec::new();
     let mut dropped = 0;
     let open = window_open(&ctx.config.maintenance_windows, ctx.now());
+    // With holds on, the next move off each node the plan's first actions empty is followed
+    // (`persist::action_heads`); else the pool's next step.
+    let holds = ctx.config.emptied_at_once();
+    let heads = consolidation.map(|plan| super::consolidate::persist::action_heads(plan, holds));
     for pool in pools.iter().filter(|p| p.execution_open || p.advisory_open) {
         // The pool's part of the plan, in its order.
         let followed: Option<Vec<&PlanStep>> = consolidation.map(|plan| {
@@ -58,8 +62,24 @@ pub fn run(
                 .filter(|s| cluster.instances[s.moved].pool.as_deref() == Some(&pool.pool))
                 .collect()
         });
+        let leads: Vec<usize> = match (&followed, &heads) {
+            (Some(steps), Some(heads)) if holds > 0 => steps
+                .iter()
+                .filter(|s| heads.iter().any(|h| std::ptr::eq(*h, **s)))
+                .map(|s| s.moved)
+                .collect(),
+            (Some(steps), _) => steps.first().map(|s| s.moved).into_iter().collect(),
+            (None, _) => Vec::new(),
+        };
         let mut pool_rows = Vec::new();
-        candidates(ctx, pool, eligibility, followed.as_deref(), &mut pool_rows);
+        candidates(
+            ctx,
+            pool,
+            eligibility,
+            followed.as_deref(),
+            &leads,
+            &mut pool_rows,
+        );
         let before = pool_rows.len();
         pool_rows.retain(|r| open || !r.executable() || r.row.emergency);
         dropped += before - pool_rows.len();
@@ -74,6 +94,7 @@ fn candidates(
     pool: &PoolScore,
     eligibility: &[Eligibility],
     followed: Option<&[&PlanStep]>,
+    leads: &[usize],
     out: &mut Vec<Recommendation>,
 ) {
     let cluster = &ctx.cluster;
@@ -146,15 +167,28 @@ fn candidates(
                     ));
                     continue;
                 }
-                // Following the plan, its next step in the pool is valued at the whole plan.
-                let followed = followed.filter(|steps| steps.first().is_some_and(|s| s.moved == i));
+                // Following the plan, a lead step (the pool's next, or with holds each held
+                // action's next) is valued at the whole plan: it first, then the others.
+                let followed: Option<Vec<&PlanStep>> =
+                    followed.filter(|_| leads.contains(&i)).and_then(|steps| {
+                        let lead = steps.iter().position(|s| s.moved == i)?;
+                        let mut order = vec![steps[lead]];
+                        order.extend(
+                            steps
+                                .iter()
+                                .enumerate()
+                                .filter(|&(k, _)| k != lead)
+                                .map(|(_, s)| *s),
+                        );
+                        Some(order)
+                    });
                 out.push(omenative(
                     ctx,
                     pool,
                     i,
                     row(inst.index, &from),
                     &eligibility[i],
-                    followed,
+                    followed.as_deref(),
                 ));
             }
         }

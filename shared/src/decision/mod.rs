@@ -418,19 +418,17 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
     }
     let mut dropped_outside_window = 0;
     let defragmentation = &config.defragmentation;
-    let (kept, mut holds) = consolidate::persist::kept_hold(ctx, defragmentation.holding());
+    let limit = config.emptied_at_once();
+    let (kept, mut holds) = consolidate::persist::kept_holds(ctx, limit > 0);
     if defragmentation.enabled {
+        let anchors: Vec<usize> = kept.iter().map(|k| k.0).collect();
         let consolidation = defragmentation
             .follow_plan
-            .then(|| consolidate::plan_from(ctx, &movable, None, kept.map(|k| k.0)));
-        if let Some(plan) = consolidation.as_ref().filter(|_| defragmentation.holding()) {
-            holds.extend(consolidate::persist::change_for(ctx, kept, plan));
-        }
+            .then(|| consolidate::plan_from(ctx, &movable, None, &anchors));
         let (mut rows, dropped) = defrag::run(ctx, &pools, &eligibility, consolidation.as_ref());
-        if defragmentation.holding()
-            && let Some(first) = consolidation.as_ref().and_then(|p| p.steps.first())
-        {
-            plan_step_first(&mut rows, first);
+        if let Some(plan) = consolidation.as_ref().filter(|_| limit > 0) {
+            holds.extend(consolidate::persist::change_for(ctx, &kept, plan));
+            plan_steps_first(&mut rows, &consolidate::persist::action_heads(plan, limit));
         }
         recommendations.extend(rows);
         dropped_outside_window = dropped;
@@ -445,23 +443,23 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
     }
 }
 
-/// With holds on, the budget goes to the consolidation plan's next move, which seats a
-/// waiting pod, before any move that only lowers a pool's fragmentation.
-fn plan_step_first(rows: &mut [Recommendation], first: &consolidate::PlanStep) {
+/// With holds on, the budget goes to the consolidation plan's next moves (`heads`: the next
+/// move of each node it is emptying), which seat waiting pods, before any move that only
+/// lowers a pool's fragmentation.
+fn plan_steps_first(rows: &mut [Recommendation], heads: &[&consolidate::PlanStep]) {
+    let emptying: Vec<&str> = heads.iter().map(|h| h.frees.as_str()).collect();
     for r in rows.iter_mut().filter(|r| r.executable()) {
         let row = &r.row;
-        if row.workload == first.workload
-            && row.component == first.component
-            && row.instance == first.instance
-        {
+        let head = |h: &&consolidate::PlanStep| {
+            row.workload == h.workload && row.component == h.component && row.instance == h.instance
+        };
+        if heads.iter().any(head) {
             continue;
         }
         r.row.advisory_reason = Some(AdvisoryReason::PlanStepFirst);
         r.detail += &format!(
-            " Holds are on (holdMinutes), so the consolidation plan's next move goes first: {} off {}, emptying {}.",
-            first.workload,
-            first.from.join(", "),
-            first.frees
+            " Holds are on (holdMinutes), so the consolidation plan's next moves go first: the next move off each node it is emptying ({}).",
+            emptying.join(", ")
         );
     }
 }

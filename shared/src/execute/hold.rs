@@ -7,24 +7,9 @@
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::journal::Entry;
 use crate::api::core::{Node, Pod};
 use crate::api::keys::{HELD_FOR, HELD_SINCE};
 use crate::decision::consolidate::persist::HoldChange;
-
-/// Whether the pass that sent `sent` places `hold`: a hold is placed with its action's first
-/// move (a release needs no move).
-pub fn due(hold: &HoldChange, sent: Option<&Entry>) -> bool {
-    match (&hold.with_move, sent) {
-        _ if !hold.place => true,
-        (Some((workload, component, instance)), Some(e)) => {
-            e.workload.to_string() == *workload
-                && e.component == *component
-                && e.instance == *instance
-        }
-        _ => false,
-    }
-}
 
 /// The taint Alfred sets for a pod with this UID, and the toleration the pod gets.
 pub fn taint(pod_uid: &str) -> Value {

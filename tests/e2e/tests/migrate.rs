@@ -704,9 +704,9 @@ fn following_the_plan_moves_its_steps_one_pass_at_a_time() {
     assert_eq!(a["free"], 8, "{pools:#}");
 }
 
-/// Beyond the reference (`holdMinutes`): the pass that sends the first move of emptying a
-/// holds a for the pod that waits (the API server takes the pod's added toleration), and the
-/// pass after the pod is gone releases it, leaving the node's own taints.
+/// Beyond the reference (`holdMinutes`): the pass that plans emptying a holds a for the pod
+/// that waits (the API server takes the pod's added toleration) as it sends the first move,
+/// and the pass after the pod is gone releases it, leaving the node's own taints.
 #[test]
 #[ignore = "needs the local control plane: make e2e"]
 fn a_hold_keeps_the_emptied_node_for_the_waiting_pod_until_it_is_gone() {

@@ -236,16 +236,16 @@ struct Planner<'a, 's> {
 /// The plan, within `max_moves` if given. `movable[i]`: Instance i passes defragmentation
 /// eligibility (as the decision pass computes it).
 pub fn plan(ctx: &Context<'_>, movable: &[bool], max_moves: Option<usize>) -> ConsolidationPlan {
-    plan_from(ctx, movable, max_moves, None)
+    plan_from(ctx, movable, max_moves, &[])
 }
 
-/// The plan carrying on with `anchor`: its first action empties that node when that still
-/// seats a waiting pod (`persist`).
+/// The plan carrying on with the `anchors` (held nodes, nearest to empty first): its first actions
+/// empty those nodes, each while that still seats a waiting pod (`persist`).
 pub fn plan_from(
     ctx: &Context<'_>,
     movable: &[bool],
     max_moves: Option<usize>,
-    anchor: Option<usize>,
+    anchors: &[usize],
 ) -> ConsolidationPlan {
     let mut p = Planner::new(ctx, movable);
     let total: i64 = p.needs.iter().map(|n| n.gpus).sum();
@@ -253,10 +253,12 @@ pub fn plan_from(
     let mut curve = vec![p.point(0)];
     let mut steps = Vec::new();
     let budget = max_moves.unwrap_or(usize::MAX);
-    let carried = anchor.and_then(|n| p.anchored_action(n, budget));
-    if let Some(made) = carried.and_then(|trial| p.apply(trial)) {
-        steps.extend(made);
-        curve.push(p.point(steps.len()));
+    for &node in anchors {
+        let carried = p.anchored_action(node, budget - steps.len());
+        if let Some(made) = carried.and_then(|trial| p.apply(trial)) {
+            steps.extend(made);
+            curve.push(p.point(steps.len()));
+        }
     }
     loop {
         let Some(trial) = p.best_action(budget - steps.len()) else {

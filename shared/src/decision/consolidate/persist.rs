@@ -3,7 +3,9 @@
 //! a plan is emptying, so the room a move frees goes to whoever arrives next. A hold keeps it:
 //! Alfred's NoSchedule taint on the node being emptied, and the matching toleration on the
 //! waiting pod the action is for. The hold is also the plan's memory: while it stands, every
-//! pass carries on emptying that node, and gives it up only with a reason.
+//! pass carries on emptying that node, and gives it up only with a reason. Every action of the
+//! plan is held for its pod at once: departures empty a held node for free while the budget's
+//! moves go to the nearest to empty (`Config::emptied_at_once` of them at a time).
 //!
 //! The state lives on the objects (the taint names the pod's UID, an annotation says since
 //! when), so a pass needs nothing else to carry on, and a user sees it with `kubectl get node`.
@@ -12,7 +14,6 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::{Planner, trial::Trial};
-use crate::api::component::ComponentKind;
 use crate::api::keys::{HELD_FOR, HELD_SINCE};
 use crate::model::context::Context;
 pub use crate::reasons::HoldReason;
@@ -36,14 +37,10 @@ pub struct HoldChange {
     pub pod: String,
     pub namespace: String,
     pub pod_uid: String,
-    /// True: place the hold, once the pass has sent the action's first move. False: release.
+    /// True: place the hold. False: release it.
     pub place: bool,
     pub reason: HoldReason,
     pub message: String,
-    /// A hold to place: the first move of its action, as (workload, component, instance);
-    /// it is placed only by the pass that sends that move.
-    #[serde(skip)]
-    pub with_move: Option<(String, ComponentKind, i32)>,
 }
 
 /// The holds on the cluster's nodes, in node order.
@@ -86,48 +83,49 @@ fn waiting_pod(ctx: &Context<'_>, uid: &str) -> Result<usize, (HoldReason, &'sta
     Ok(pod)
 }
 
-/// Splits the cluster's holds into the one the plan carries on with (node, pod) and the
-/// releases due before planning.
-pub fn kept_hold(ctx: &Context<'_>, enabled: bool) -> (Option<(usize, usize)>, Vec<HoldChange>) {
+/// Splits the cluster's holds into those the plan carries on with, as (node, pod), the nearest
+/// to empty first, and the releases due before planning.
+pub fn kept_holds(ctx: &Context<'_>, enabled: bool) -> (Vec<(usize, usize)>, Vec<HoldChange>) {
     let cluster = &ctx.cluster;
-    let mut kept = None;
+    let mut kept: Vec<(usize, usize)> = Vec::new();
     let mut releases = Vec::new();
     let mut all = holds(ctx);
-    // The oldest stands; a hold without a time sorts first and expires.
+    // The oldest stand; a hold without a time sorts first and expires.
     all.sort_by_key(|h| (h.since, h.node));
+    let hold_minutes = ctx.config.defragmentation.hold_minutes;
     for hold in all {
         let node = cluster.nodes[hold.node].name;
         let why = if !enabled {
             Err((HoldReason::HoldDisabled, "holds are off".to_string()))
-        } else if kept.is_some() {
-            Err((
-                HoldReason::HoldSuperseded,
-                "another hold stands".to_string(),
-            ))
         } else {
             waiting_pod(ctx, &hold.pod_uid)
                 .map_err(|(r, m)| (r, m.to_string()))
                 .and_then(|pod| match hold.since {
-                    Some(t)
-                        if ctx.now().duration_since(t).as_mins()
-                            < ctx.config.defragmentation.hold_minutes =>
-                    {
-                        Ok(pod)
-                    }
+                    Some(t) if ctx.now().duration_since(t).as_mins() < hold_minutes => Ok(pod),
                     _ => Err((
                         HoldReason::HoldExpired,
                         format!(
-                            "held for {} minutes (holdMinutes) without the pod binding",
-                            ctx.config.defragmentation.hold_minutes
+                            "held for {hold_minutes} minutes (holdMinutes) without the pod binding"
                         ),
                     )),
                 })
+                .and_then(|pod| match kept.iter().any(|&(_, p)| p == pod) {
+                    true => Err((
+                        HoldReason::HoldSuperseded,
+                        "an older hold stands for the same pod".to_string(),
+                    )),
+                    false => Ok(pod),
+                })
         };
         match why {
-            Ok(pod) => kept = Some((hold.node, pod)),
+            Ok(pod) => kept.push((hold.node, pod)),
             Err((reason, why)) => releases.push(release(ctx, &hold, reason, &why, node)),
         }
     }
+    // The nearest to empty first: the budget's moves go to those first.
+    kept.sort_by_cached_key(|&(node, pod)| {
+        cluster.pods[pod].gpus - cluster.nodes[node].gpu_free - departing_gpus(ctx, node)
+    });
     (kept, releases)
 }
 
@@ -151,19 +149,33 @@ fn release(
         place: false,
         reason,
         message: format!("node {node} released: {why}"),
-        with_move: None,
     }
 }
 
-/// The change a pass with `plan` asks for beyond the releases: release the kept hold when the
-/// plan gave up its node, or place one for the plan's first action when none stands.
+/// The first step of each of the plan's first `limit` actions (an action: the moves that
+/// free one node). With holds on, these are the moves the budget goes to.
+pub fn action_heads(plan: &super::ConsolidationPlan, limit: usize) -> Vec<&super::PlanStep> {
+    let mut heads: Vec<&super::PlanStep> = Vec::new();
+    for step in &plan.steps {
+        if heads.len() == limit {
+            break;
+        }
+        if heads.iter().all(|h| h.frees != step.frees) {
+            heads.push(step);
+        }
+    }
+    heads
+}
+
+/// The changes a pass with `plan` asks for beyond the releases: release each kept hold whose
+/// node the plan no longer empties, and hold the node of each other action for its pod.
 pub fn change_for(
     ctx: &Context<'_>,
-    kept: Option<(usize, usize)>,
+    kept: &[(usize, usize)],
     plan: &super::ConsolidationPlan,
-) -> Option<HoldChange> {
+) -> Vec<HoldChange> {
     let cluster = &ctx.cluster;
-    let first = plan.steps.first();
+    let heads = action_heads(plan, usize::MAX);
     let change = |node: usize, pod: usize, place: bool, reason: HoldReason, message: String| {
         let p = &cluster.pods[pod];
         HoldChange {
@@ -174,52 +186,64 @@ pub fn change_for(
             place,
             reason,
             message,
-            with_move: None,
         }
     };
-    match kept {
-        Some((node, pod)) => {
-            // Emptied enough already, or once the moves in flight end: the hold stands until
-            // the scheduler binds the pod.
-            let ready =
-                cluster.nodes[node].gpu_free + departing_gpus(ctx, node) >= cluster.pods[pod].gpus;
-            let carried = ready || first.is_some_and(|s| s.frees == cluster.nodes[node].name);
-            (!carried).then(|| {
-                change(
-                    node,
-                    pod,
-                    false,
-                    HoldReason::HoldAbandoned,
-                    format!(
-                        "node {} released: emptying it no longer seats pod {}",
-                        cluster.nodes[node].name, cluster.pods[pod].name
-                    ),
-                )
-            })
-        }
-        None => {
-            let step = first?;
-            let node = cluster.nodes.iter().position(|n| n.name == step.frees)?;
-            // The largest pod the action seats on the node it empties (a taint names its UID).
-            let &(pod, _) = step
-                .seats
-                .iter()
-                .filter(|&&(p, n)| n == node && !cluster.pods[p].pod.metadata.uid.is_empty())
-                .max_by_key(|&&(p, _)| (cluster.pods[p].gpus, std::cmp::Reverse(p)))?;
-            let mut placed = change(
+    let mut changes = Vec::new();
+    let mut held: Vec<(usize, usize)> = Vec::new();
+    for &(node, pod) in kept {
+        // Emptied enough already, or once the moves in flight end: the hold stands until the
+        // scheduler binds the pod.
+        let ready =
+            cluster.nodes[node].gpu_free + departing_gpus(ctx, node) >= cluster.pods[pod].gpus;
+        if ready || heads.iter().any(|s| s.frees == cluster.nodes[node].name) {
+            held.push((node, pod));
+        } else {
+            changes.push(change(
                 node,
                 pod,
-                true,
-                HoldReason::HoldPlaced,
+                false,
+                HoldReason::HoldAbandoned,
                 format!(
-                    "node {} held for pod {} ({} GPUs) while the plan empties it",
-                    step.frees, cluster.pods[pod].name, cluster.pods[pod].gpus
+                    "node {} released: emptying it no longer seats pod {}",
+                    cluster.nodes[node].name, cluster.pods[pod].name
                 ),
-            );
-            placed.with_move = Some((step.workload.clone(), step.component, step.instance));
-            Some(placed)
+            ));
         }
     }
+    for step in heads {
+        let Some(node) = cluster.nodes.iter().position(|n| n.name == step.frees) else {
+            continue;
+        };
+        if held.iter().any(|&(n, _)| n == node) {
+            continue;
+        }
+        // The largest pod the action seats on the node it empties (a taint names its UID),
+        // that no other hold is for.
+        let Some(&(pod, _)) = step
+            .seats
+            .iter()
+            .filter(|&&(p, n)| {
+                n == node
+                    && !cluster.pods[p].pod.metadata.uid.is_empty()
+                    && held.iter().all(|&(_, q)| q != p)
+            })
+            .max_by_key(|&&(p, _)| (cluster.pods[p].gpus, std::cmp::Reverse(p)))
+        else {
+            continue;
+        };
+        changes.push(change(
+            node,
+            pod,
+            true,
+            HoldReason::HoldPlaced,
+            format!(
+                "node {} held for pod {} ({} GPUs) while the plan empties it",
+                step.frees, cluster.pods[pod].name, cluster.pods[pod].gpus
+            ),
+        ));
+        held.push((node, pod));
+    }
+    changes
 }
 
 /// The pods migrations in flight are taking off their nodes: (pod, node). Their old pods
