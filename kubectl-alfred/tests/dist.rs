@@ -121,16 +121,24 @@ fn the_manifest_matches_the_archive_it_names() {
         .status()
         .unwrap();
     assert!(untar.success());
-    let packed = std::fs::metadata(unpacked.join("kubectl-alfred"))
-        .unwrap()
-        .len();
-    let built = std::fs::metadata(format!("{bin_dir}/kubectl-alfred"))
-        .unwrap()
-        .len();
-    assert!(
-        packed < built / 2,
-        "packed {packed} bytes of a {built}-byte build"
-    );
+    // The sections as binutils' readelf lists them (binutils is what packs: its strip).
+    let debug_sections = |path: &std::path::Path| {
+        let out = Command::new("readelf")
+            .args(["-S", "--wide"])
+            .arg(path)
+            .output()
+            .expect("readelf runs (Debian: apt-get install binutils)");
+        assert!(out.status.success());
+        // Line tables and debug info (strip keeps the loaded `.debug_gdb_scripts`).
+        let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+        listed.matches(" .debug_line ").count() + listed.matches(" .debug_info ").count()
+    };
+    let built = std::path::Path::new(&bin_dir).join("kubectl-alfred");
+    assert!(debug_sections(&built) > 0, "the test build has line tables");
+    let packed = unpacked.join("kubectl-alfred");
+    assert_eq!(debug_sections(&packed), 0, "the packed binary is stripped");
+    let size = |path: &std::path::Path| std::fs::metadata(path).unwrap().len();
+    assert!(size(&packed) < size(&built));
     for file in platform["files"].as_array().unwrap() {
         let from = file["from"].as_str().unwrap();
         assert!(contents.contains(&from), "{from} is not in the archive");
