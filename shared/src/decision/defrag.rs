@@ -52,7 +52,9 @@ pub fn run(
     // With holds on, the next move off each node the plan's first actions empty is followed
     // (`persist::action_heads`); else the pool's next step.
     let holds = ctx.config.emptied_at_once();
-    let heads = consolidation.map(|plan| super::consolidate::persist::action_heads(plan, holds));
+    let heads = consolidation
+        .filter(|_| holds > 0)
+        .map(|plan| super::consolidate::persist::action_heads(plan, holds));
     for pool in pools.iter().filter(|p| p.execution_open || p.advisory_open) {
         // The pool's part of the plan, in its order.
         let followed: Option<Vec<&PlanStep>> = consolidation.map(|plan| {
@@ -63,7 +65,7 @@ pub fn run(
                 .collect()
         });
         let leads: Vec<usize> = match (&followed, &heads) {
-            (Some(steps), Some(heads)) if holds > 0 => steps
+            (Some(steps), Some(heads)) => steps
                 .iter()
                 .filter(|s| heads.iter().any(|h| std::ptr::eq(*h, **s)))
                 .map(|s| s.moved)

@@ -66,14 +66,22 @@ pub fn holds(ctx: &Context<'_>) -> Vec<Hold> {
     out
 }
 
+/// The index of the pod with this UID (a pod without one is never held).
+fn pod_by_uid(ctx: &Context<'_>, uid: &str) -> Option<usize> {
+    (!uid.is_empty())
+        .then(|| {
+            ctx.cluster
+                .pods
+                .iter()
+                .position(|p| p.pod.metadata.uid == uid)
+        })
+        .flatten()
+}
+
 /// The held pod's index among the cluster's pods, when it still waits.
 fn waiting_pod(ctx: &Context<'_>, uid: &str) -> Result<usize, (HoldReason, &'static str)> {
     let cluster = &ctx.cluster;
-    let pod = cluster
-        .pods
-        .iter()
-        .position(|p| !uid.is_empty() && p.pod.metadata.uid == uid)
-        .ok_or((HoldReason::HoldPodGone, "the pod is gone"))?;
+    let pod = pod_by_uid(ctx, uid).ok_or((HoldReason::HoldPodGone, "the pod is gone"))?;
     if cluster.pods[pod].node.is_some() {
         return Err((HoldReason::HoldPodBound, "the pod was scheduled"));
     }
@@ -109,46 +117,56 @@ pub fn kept_holds(ctx: &Context<'_>, enabled: bool) -> (Vec<(usize, usize)>, Vec
                         ),
                     )),
                 })
-                .and_then(|pod| match kept.iter().any(|&(_, p)| p == pod) {
-                    true => Err((
-                        HoldReason::HoldSuperseded,
-                        "an older hold stands for the same pod".to_string(),
-                    )),
-                    false => Ok(pod),
+                .and_then(|pod| {
+                    if kept.iter().any(|&(_, p)| p == pod) {
+                        Err((
+                            HoldReason::HoldSuperseded,
+                            "an older hold stands for the same pod".to_string(),
+                        ))
+                    } else {
+                        Ok(pod)
+                    }
                 })
         };
         match why {
             Ok(pod) => kept.push((hold.node, pod)),
-            Err((reason, why)) => releases.push(release(ctx, &hold, reason, &why, node)),
+            Err((reason, why)) => releases.push(hold_change(
+                ctx,
+                hold.node,
+                (pod_by_uid(ctx, &hold.pod_uid), &hold.pod_uid),
+                false,
+                reason,
+                format!("node {node} released: {why}"),
+            )),
         }
     }
     // The nearest to empty first: the budget's moves go to those first.
-    kept.sort_by_cached_key(|&(node, pod)| {
-        cluster.pods[pod].gpus - cluster.nodes[node].gpu_free - departing_gpus(ctx, node)
+    let departing = departing_by_node(ctx);
+    kept.sort_by_key(|&(node, pod)| {
+        cluster.pods[pod].gpus - cluster.nodes[node].gpu_free - departing[node]
     });
     (kept, releases)
 }
 
-fn release(
+/// A write for the hold on `node` for `pod` (its index when the cluster still has it, and its
+/// UID).
+fn hold_change(
     ctx: &Context<'_>,
-    hold: &Hold,
+    node: usize,
+    (pod, pod_uid): (Option<usize>, &str),
+    place: bool,
     reason: HoldReason,
-    why: &str,
-    node: &str,
+    message: String,
 ) -> HoldChange {
-    let pod = ctx
-        .cluster
-        .pods
-        .iter()
-        .find(|p| !hold.pod_uid.is_empty() && p.pod.metadata.uid == hold.pod_uid);
+    let pod = pod.map(|p| &ctx.cluster.pods[p]);
     HoldChange {
-        node: node.to_string(),
+        node: ctx.cluster.nodes[node].name.to_string(),
         pod: pod.map_or_else(String::new, |p| p.name.to_string()),
         namespace: pod.map_or_else(String::new, |p| p.namespace.to_string()),
-        pod_uid: hold.pod_uid.clone(),
-        place: false,
+        pod_uid: pod_uid.to_string(),
+        place,
         reason,
-        message: format!("node {node} released: {why}"),
+        message,
     }
 }
 
@@ -176,25 +194,17 @@ pub fn change_for(
 ) -> Vec<HoldChange> {
     let cluster = &ctx.cluster;
     let heads = action_heads(plan, usize::MAX);
+    let departing = departing_by_node(ctx);
     let change = |node: usize, pod: usize, place: bool, reason: HoldReason, message: String| {
-        let p = &cluster.pods[pod];
-        HoldChange {
-            node: cluster.nodes[node].name.to_string(),
-            pod: p.name.to_string(),
-            namespace: p.namespace.to_string(),
-            pod_uid: p.pod.metadata.uid.clone(),
-            place,
-            reason,
-            message,
-        }
+        let uid = &cluster.pods[pod].pod.metadata.uid;
+        hold_change(ctx, node, (Some(pod), uid), place, reason, message)
     };
     let mut changes = Vec::new();
     let mut held: Vec<(usize, usize)> = Vec::new();
     for &(node, pod) in kept {
         // Emptied enough already, or once the moves in flight end: the hold stands until the
         // scheduler binds the pod.
-        let ready =
-            cluster.nodes[node].gpu_free + departing_gpus(ctx, node) >= cluster.pods[pod].gpus;
+        let ready = cluster.nodes[node].gpu_free + departing[node] >= cluster.pods[pod].gpus;
         if ready || heads.iter().any(|s| s.frees == cluster.nodes[node].name) {
             held.push((node, pod));
         } else {
@@ -272,13 +282,13 @@ pub fn departing_pods(ctx: &Context<'_>) -> Vec<(usize, usize)> {
     out
 }
 
-/// GPUs that migrations in flight are taking off `node`.
-pub fn departing_gpus(ctx: &Context<'_>, node: usize) -> i64 {
-    departing_pods(ctx)
-        .into_iter()
-        .filter(|&(_, n)| n == node)
-        .map(|(p, _)| ctx.cluster.pods[p].gpus)
-        .sum()
+/// Per node: the GPUs that migrations in flight are taking off it.
+pub fn departing_by_node(ctx: &Context<'_>) -> Vec<i64> {
+    let mut out = vec![0; ctx.cluster.nodes.len()];
+    for (p, n) in departing_pods(ctx) {
+        out[n] += ctx.cluster.pods[p].gpus;
+    }
+    out
 }
 
 impl Planner<'_, '_> {
@@ -287,7 +297,7 @@ impl Planner<'_, '_> {
     pub(super) fn anchored_action(&mut self, node: usize, budget: usize) -> Option<Trial> {
         let order = self.eviction_order(node);
         let mut best: Option<(f64, Trial)> = None;
-        let mut room = self.spare(node) + departing_gpus(self.ctx, node);
+        let mut room = self.spare(node) + departing_by_node(self.ctx)[node];
         for k in 0..order.len() {
             room += self.movables[order[k]].gpus_on(node);
             let gained = self.benefit(self.signature[node], self.node_pool[node], room);
