@@ -67,6 +67,7 @@ fn the_table_explains_the_advice() {
         "rows 1-2: must leave h100-03, but cannot move: migration.apiVersion is not v1",
         "row 37: cannot move: the model is on volume claim support/support-models (ReadWriteOnce)",
         "h100-05   Clear",
+        "Scheduler: 20 GPUs of 3 pod(s) wait, placed by default-scheduler, whose profile spreads them; had a GPU-packing profile (MostAllocated, GPUs weighed 3x) placed today's GPU pods in the order they were created, 8 would wait: 12 fewer (60%), with no move.",
     ] {
         assert!(out.contains(line), "missing {line:?} in\n{out}");
     }
@@ -167,6 +168,8 @@ fn the_plan_shows_its_moves_and_the_trade() {
         "Consolidation plan: 1 move(s) make 8 more of the 8 pending GPUs placeable (0 -> 8); whole free nodes 0 -> 1",
         "1      team/small   engine      0          1      a      b    a",
         "1       8           ██████████████████████████████   1",
+        // Packed, the 7-GPU and the 1-GPU Instance would have shared a node from the start.
+        "  Scheduler: 8 GPUs of 1 pod(s) wait, placed by default-scheduler, whose profile spreads them; had a GPU-packing profile (MostAllocated, GPUs weighed 3x) placed today's GPU pods in the order they were created, 0 would wait: 8 fewer (100%), with no move.",
     ] {
         assert!(out.contains(line), "missing {line:?} in\n{out}");
     }
@@ -184,6 +187,7 @@ fn the_plan_shows_its_moves_and_the_trade() {
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["plan"]["curve"][1]["pendingGpus"], 8);
     assert_eq!(doc["plan"]["steps"][0]["to"][0], "b");
+    assert_eq!(doc["schedulerCost"]["avoidedGpus"], 8);
     // A budget of no move keeps the cluster as it is; without --plan it is a usage error.
     let (_, json, _) = alfred(&[
         "recommend",

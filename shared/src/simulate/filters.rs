@@ -203,6 +203,19 @@ fn volume_affinities<'s>(
         .collect()
 }
 
+/// What the fixed filters read of a pod but its node name: pods with the same key pass them on
+/// the same nodes.
+pub fn shape_key(namespace: &str, spec: &PodSpec) -> String {
+    serde_json::to_string(&(
+        namespace,
+        &spec.node_selector,
+        &spec.affinity,
+        &spec.tolerations,
+        &spec.volumes,
+    ))
+    .unwrap_or_default()
+}
+
 /// What does not change while pods are placed: the filters before and after NodeResourcesFit,
 /// computed once per distinct pod spec and node.
 pub struct Fixed {

@@ -5,7 +5,10 @@
 //! An Instance of several pods is placed all or nothing.
 
 pub(crate) mod filters;
+pub mod packing;
+mod placer;
 mod resources;
+mod room;
 pub mod score;
 mod surges;
 mod topology;
@@ -14,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-pub use filters::{Rejection, tolerates};
+pub use filters::{Rejection, shape_key, tolerates};
 pub use resources::{Ledger, Request, pod_requests};
 pub use surges::Surges;
 
@@ -151,10 +154,7 @@ pub struct NewPod {
 /// Chooses the profile for the pods: their common scheduler name, then its configured profile,
 /// or the built-in one for `default-scheduler` when none is configured.
 pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<SimulationOutcome>> {
-    let name = |p: &NewPod| match p.spec.scheduler_name.as_str() {
-        "" => DEFAULT_SCHEDULER.to_string(),
-        n => n.to_string(),
-    };
+    let name = |p: &NewPod| scheduler_of(&p.spec).to_string();
     let Some(first) = pods.first() else {
         return Err(Box::new(SimulationOutcome::refused(
             Status::Unavailable,
@@ -180,21 +180,7 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<S
             ),
         )));
     }
-    let profile = match config.scheduling_profiles.get(&scheduler) {
-        Some(p) => Profile::configured(&scheduler, p),
-        None if scheduler == DEFAULT_SCHEDULER && config.scheduling_profiles.is_empty() => {
-            Profile::built_in()
-        }
-        None => {
-            return Err(Box::new(SimulationOutcome::refused(
-                Status::Unavailable,
-                SchedulingReason::ProfileNotConfigured,
-                format!(
-                    "no scheduling profile for scheduler {scheduler}: add scheduling.profiles.{scheduler} to Alfred's configuration"
-                ),
-            )));
-        }
-    };
+    let profile = profile_named(config, &scheduler)?;
     if pods.len() > MAX_PODS {
         return Err(Box::new(SimulationOutcome::refused(
             Status::Unsupported,
@@ -220,6 +206,32 @@ pub fn select_profile(config: &Config, pods: &[NewPod]) -> Result<Profile, Box<S
         }));
     }
     Ok(profile)
+}
+
+/// The scheduler a pod names, `default-scheduler` when it names none.
+pub fn scheduler_of(spec: &PodSpec) -> &str {
+    match spec.scheduler_name.as_str() {
+        "" => DEFAULT_SCHEDULER,
+        n => n,
+    }
+}
+
+/// The configured profile of a scheduler, or the built-in one for `default-scheduler` when
+/// none is configured.
+pub fn profile_named(config: &Config, scheduler: &str) -> Result<Profile, Box<SimulationOutcome>> {
+    match config.scheduling_profiles.get(scheduler) {
+        Some(p) => Ok(Profile::configured(scheduler, p)),
+        None if scheduler == DEFAULT_SCHEDULER && config.scheduling_profiles.is_empty() => {
+            Ok(Profile::built_in())
+        }
+        None => Err(Box::new(SimulationOutcome::refused(
+            Status::Unavailable,
+            SchedulingReason::ProfileNotConfigured,
+            format!(
+                "no scheduling profile for scheduler {scheduler}: add scheduling.profiles.{scheduler} to Alfred's configuration"
+            ),
+        ))),
+    }
 }
 
 /// A claim whose placement depends on binding, which the simulator does not do: one not yet
@@ -278,86 +290,25 @@ pub fn simulate(
             )
         };
     }
-    let cluster: &Cluster<'_> = &ctx.cluster;
-    let mut ledger = ledger.clone();
+    let mut placer = placer::Placer::new(ctx, ledger.clone(), pods, &[]);
     let mut placements = Vec::new();
     // Largest first, as a gang scheduler seats its biggest members before the rest.
     let mut order: Vec<(usize, Request)> = pods
         .iter()
         .enumerate()
-        .map(|(k, p)| (k, ledger.requests_of(&p.spec)))
+        .map(|(k, p)| (k, placer.ledger.requests_of(&p.spec)))
         .collect();
-    order.sort_by_key(|(k, req)| (std::cmp::Reverse(ledger.gpus_in(req)), *k));
-    // The filters that do not change as pods are placed, once per distinct spec and node.
-    let mut fixed: Vec<(usize, Vec<filters::Fixed>)> = Vec::new();
-    // Pods other pods' spread and affinity count: the running ones, then this move's placed.
-    let mut others: Option<Vec<topology::Placed<'_>>> = None;
-    // Pod affinity terms anywhere, running or among this move's pods, can reject or score
-    // any pod.
-    let terms =
-        |namespace, labels, spec| topology::Placed::new(namespace, labels, 0, spec).has_terms();
-    let terms_anywhere = cluster
-        .pods
-        .iter()
-        .any(|p| terms(p.namespace, &p.pod.metadata.labels, &p.pod.spec))
-        || pods.iter().any(|p| terms(&p.namespace, &p.labels, &p.spec));
+    order.sort_by_key(|(k, req)| (std::cmp::Reverse(placer.ledger.gpus_in(req)), *k));
     for (k, request) in order {
         let pod = &pods[k];
-        let topology = if terms_anywhere || has_topology(&pod.spec) {
-            let others = others.get_or_insert_with(|| running(ctx));
-            Some(topology::Topology::new(ctx, pod, others)).filter(|t| !t.is_empty())
-        } else {
-            None
+        let Some(n) = placer.place(pod, &request, &profile, exclude) else {
+            return placer.infeasible(pod, &request, profile, exclude);
         };
-        let set = match fixed
-            .iter()
-            .position(|(j, _)| pods[*j].spec == pod.spec && pods[*j].namespace == pod.namespace)
-        {
-            Some(f) => f,
-            None => {
-                fixed.push((k, filters::fixed(ctx, pod)));
-                fixed.len() - 1
-            }
-        };
-        let fixed = &fixed[set].1;
-        let feasible: Vec<usize> = (0..fixed.len())
-            .filter(|&n| {
-                !exclude.contains(&n)
-                    && fixed[n].passes()
-                    && filters::fits(&ledger, &request, n)
-                    && topology.as_ref().is_none_or(|t| t.check(ctx, n).is_ok())
-            })
-            .collect();
-        let scoring = score::Scoring {
-            spec: &pod.spec,
-            request: &request,
-            topology: topology.as_ref(),
-            profile: &profile,
-        };
-        let best = match feasible.as_slice() {
-            // One feasible node is taken without scoring, as kube-scheduler does.
-            [only] => Some(*only),
-            _ => score::best(&score::score(ctx, &ledger, &scoring, &feasible)),
-        };
-        let Some(n) = best else {
-            let check =
-                |n: usize| filters::check(ctx, &fixed[n], topology.as_ref(), &ledger, &request, n);
-            return infeasible(ctx, pod, exclude, profile, check);
-        };
-        ledger.add(n, &request);
-        if let Some(others) = others.as_mut() {
-            others.push(topology::Placed::new(
-                &pod.namespace,
-                &pod.labels,
-                n,
-                &pod.spec,
-            ));
-        }
         placements.push((
             k,
             Placement {
                 pod: pod.name.clone(),
-                node: cluster.nodes[n].name.to_string(),
+                node: ctx.cluster.nodes[n].name.to_string(),
             },
         ));
     }
@@ -377,7 +328,7 @@ pub fn simulate(
 pub fn feasible_nodes(ctx: &Context<'_>, ledger: &Ledger, pod: &NewPod) -> Vec<usize> {
     let mut ledger = ledger.clone();
     let request = ledger.requests_of(&pod.spec);
-    let others = running(ctx);
+    let others = placer::running(ctx, &[]);
     let topology = topology::Topology::new(ctx, pod, &others);
     feasible_with(ctx, &ledger, pod, &request, &topology)
 }
@@ -405,7 +356,7 @@ pub fn node_scores(
 ) -> Vec<score::NodeScore> {
     let mut ledger = ledger.clone();
     let request = ledger.requests_of(&pod.spec);
-    let others = running(ctx);
+    let others = placer::running(ctx, &[]);
     let topology = topology::Topology::new(ctx, pod, &others);
     let feasible = feasible_with(ctx, &ledger, pod, &request, &topology);
     let scoring = score::Scoring {
@@ -424,25 +375,6 @@ fn has_topology(spec: &PodSpec) -> bool {
             .affinity
             .as_ref()
             .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
-}
-
-/// The running pods as the topology filters count them (bound, not ending).
-fn running<'c>(ctx: &'c Context<'_>) -> Vec<topology::Placed<'c>> {
-    let cluster = &ctx.cluster;
-    cluster
-        .pods
-        .iter()
-        .filter(|p| !p.terminal && !p.terminating)
-        .filter_map(|p| {
-            let node = p.host?;
-            Some(topology::Placed::new(
-                p.namespace,
-                &p.pod.metadata.labels,
-                node,
-                &p.pod.spec,
-            ))
-        })
-        .collect()
 }
 
 /// How many nodes of each reason an infeasible answer names (all are counted).

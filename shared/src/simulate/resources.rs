@@ -179,6 +179,17 @@ impl Ledger {
             .sum()
     }
 
+    /// GPUs not requested on a node, of every GPU resource it offers.
+    pub fn free_gpus(&self, node: usize) -> i64 {
+        (0..self.names.len())
+            .filter(|&c| is_gpu_resource(&self.names[c]))
+            .map(|c| {
+                let (allocatable, requested) = self.usage(node, c);
+                allocatable - requested
+            })
+            .sum()
+    }
+
     /// (allocatable, requested) of a resource on a node, in milli-units.
     pub fn usage(&self, node: usize, column: usize) -> (i64, i64) {
         (

@@ -99,6 +99,7 @@ pub fn score(
         .filter_map(|r| ledger.column_of(r))
         .collect();
     let best_effort = balanced.iter().all(|&c| pod.request.of(c) == 0);
+    let fit = fit_columns(ledger, pod);
     feasible
         .iter()
         .enumerate()
@@ -106,7 +107,7 @@ pub fn score(
             let raw = [
                 taints[i],
                 affinity[i],
-                resource_fit(ledger, pod, n),
+                resource_fit(ledger, pod, &fit, n),
                 spread[i],
                 pod_affinity[i],
                 if best_effort {
@@ -195,28 +196,46 @@ fn min_max(raw: Vec<i64>) -> Vec<i64> {
         .collect()
 }
 
-/// NodeResourcesFit's score over the profile's resources: cpu and memory as requested with
+/// A resource NodeResourcesFit scores, resolved once a pod: cpu and memory as requested with
 /// each container's default for a missing request, other resources only when the pod asks for
-/// them and the node offers them; a weighted mean of the strategy's per-resource scores.
-fn resource_fit(ledger: &Ledger, pod: &Scoring<'_>, n: usize) -> i64 {
+/// them and the node offers them.
+enum FitColumn {
+    /// cpu (0) or memory (1) as `NonZeroRequested` counts them, and the ledger's column.
+    NonZero(usize, usize),
+    Requested(usize),
+}
+
+fn fit_columns(ledger: &Ledger, pod: &Scoring<'_>) -> Vec<(FitColumn, i64)> {
+    pod.profile
+        .scoring_resources
+        .iter()
+        .filter_map(|(name, weight)| {
+            let c = ledger.column_of(name)?;
+            let column = match name.as_str() {
+                "cpu" => FitColumn::NonZero(0, c),
+                "memory" => FitColumn::NonZero(1, c),
+                _ if pod.request.of(c) > 0 || !is_scalar(name) => FitColumn::Requested(c),
+                _ => return None,
+            };
+            Some((column, *weight))
+        })
+        .collect()
+}
+
+/// NodeResourcesFit's score: a weighted mean of the strategy's per-resource scores over the
+/// resources the node offers.
+fn resource_fit(ledger: &Ledger, pod: &Scoring<'_>, columns: &[(FitColumn, i64)], n: usize) -> i64 {
     let (mut total, mut weights) = (0i64, 0i64);
-    for (name, weight) in &pod.profile.scoring_resources {
-        let (allocatable, requested) = match name.as_str() {
-            "cpu" | "memory" => {
-                let k = usize::from(name == "memory");
-                let allocatable = ledger.column_of(name).map_or(0, |c| ledger.usage(n, c).0);
-                (
-                    allocatable,
-                    ledger.non_zero_on(n)[k] + pod.request.non_zero[k],
-                )
+    for (column, weight) in columns {
+        let (allocatable, requested) = match *column {
+            FitColumn::NonZero(k, c) => (
+                ledger.usage(n, c).0,
+                ledger.non_zero_on(n)[k] + pod.request.non_zero[k],
+            ),
+            FitColumn::Requested(c) => {
+                let (allocatable, requested) = ledger.usage(n, c);
+                (allocatable, requested + pod.request.of(c))
             }
-            _ => match ledger.column_of(name) {
-                Some(c) if pod.request.of(c) > 0 || !is_scalar(name) => {
-                    let (allocatable, requested) = ledger.usage(n, c);
-                    (allocatable, requested + pod.request.of(c))
-                }
-                _ => (0, 0),
-            },
         };
         if allocatable == 0 {
             continue;

@@ -8,13 +8,14 @@ use std::fmt::Write as _;
 
 use alfred::decision::consolidate::{self, ConsolidationPlan};
 use alfred::decision::{self, Decision, NodeRecord, Row, round6};
+use alfred::simulate::packing::{self, SchedulerCost};
 use anyhow::Result;
 use clap::Args;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use crate::{GlobalArgs, Output, render, source};
-use plan::plan_text;
+use plan::{plan_text, scheduler_cost_text};
 use tables::{nodes_table, pools_table, rows_table, state};
 
 #[derive(Args)]
@@ -49,6 +50,7 @@ pub struct RecommendArgs {
 /// The `last-cycle.json` document with the pools and node records beside it, so scripts
 /// written for the recommendations ConfigMap read it unchanged.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Document<'a> {
     timestamp: String,
     mode: &'static str,
@@ -56,6 +58,10 @@ struct Document<'a> {
     pools: Vec<PoolSummary<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     plan: Option<ConsolidationPlan>,
+    /// When a spreading profile places GPU pods and some wait: how many would wait had a
+    /// GPU-packing profile placed them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scheduler_cost: Option<SchedulerCost>,
     nodes: &'a BTreeMap<String, NodeRecord>,
     /// Nodes a maintenance trigger with `cordon: true` asks to cordon.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -135,6 +141,7 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
     let text = render_decision(
         &decision,
         plan,
+        packing::scheduler_cost(&ctx),
         unobserved(&ctx, args.namespace.as_deref()),
         input.now,
         args.namespace.as_deref(),
@@ -163,6 +170,7 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
 fn render_decision(
     d: &Decision,
     plan: Option<ConsolidationPlan>,
+    scheduler_cost: Option<SchedulerCost>,
     unobserved: Vec<Unobserved>,
     now: Timestamp,
     namespace: Option<&str>,
@@ -197,6 +205,7 @@ fn render_decision(
             .collect(),
         nodes: &d.nodes,
         plan,
+        scheduler_cost,
         cordons: &d.cordons,
         unobserved,
     };
@@ -208,7 +217,7 @@ fn render_decision(
     pools_table(d, wide, &mut out)?;
     writeln!(out)?;
     if let Some(plan) = &doc.plan {
-        plan_text(plan, &mut out)?;
+        plan_text(plan, doc.scheduler_cost.as_ref(), &mut out)?;
         return Ok(out);
     }
     if shown.is_empty() && doc.unobserved.is_empty() {
@@ -230,6 +239,10 @@ fn render_decision(
             "\n{} defragmentation move(s) left out: no maintenance window is open now (emergencies excepted).",
             d.dropped_outside_window
         )?;
+    }
+    if let Some(cost) = &doc.scheduler_cost {
+        writeln!(out)?;
+        scheduler_cost_text(cost, &mut out)?;
     }
     if !d.nodes.is_empty() {
         writeln!(out)?;

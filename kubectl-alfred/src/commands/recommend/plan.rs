@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use alfred::decision::consolidate::ConsolidationPlan;
+use alfred::simulate::packing::{GPU_WEIGHT, SchedulerCost};
 use anyhow::Result;
 
 use crate::render;
@@ -11,7 +12,11 @@ use crate::render;
 /// Width of the trade chart's bars.
 const CHART_WIDTH: usize = 30;
 
-pub(super) fn plan_text(plan: &ConsolidationPlan, out: &mut String) -> Result<()> {
+pub(super) fn plan_text(
+    plan: &ConsolidationPlan,
+    scheduler_cost: Option<&SchedulerCost>,
+    out: &mut String,
+) -> Result<()> {
     let (before, after) = (plan.before(), plan.after());
     writeln!(
         out,
@@ -24,6 +29,10 @@ pub(super) fn plan_text(plan: &ConsolidationPlan, out: &mut String) -> Result<()
         before.whole_free_nodes,
         after.whole_free_nodes
     )?;
+    if let Some(cost) = scheduler_cost {
+        write!(out, "  ")?;
+        scheduler_cost_text(cost, out)?;
+    }
     if plan.steps.is_empty() {
         writeln!(
             out,
@@ -93,6 +102,29 @@ pub(super) fn plan_text(plan: &ConsolidationPlan, out: &mut String) -> Result<()
     writeln!(
         out,
         "Only Instances that can move count (see `kubectl alfred explain`); Alfred itself makes one move a pass."
+    )?;
+    Ok(())
+}
+
+/// What the spreading profile costs: the waiting GPUs a GPU-packing one would have placed.
+pub(super) fn scheduler_cost_text(cost: &SchedulerCost, out: &mut String) -> Result<()> {
+    let packed = cost.packed_waiting_gpus;
+    let verdict = match cost.avoided_gpus {
+        0 => format!("{packed} would wait, as many: the scheduler is not what keeps them waiting"),
+        avoided if avoided < 0 => {
+            format!("{packed} would wait, more than now: spreading serves this cluster better")
+        }
+        avoided => format!(
+            "{packed} would wait: {avoided} fewer ({}%), with no move",
+            avoided * 100 / cost.waiting_gpus.max(1)
+        ),
+    };
+    writeln!(
+        out,
+        "Scheduler: {} GPUs of {} pod(s) wait, placed by {}, whose profile spreads them; had a GPU-packing profile (MostAllocated, GPUs weighed {GPU_WEIGHT}x) placed today's GPU pods in the order they were created, {verdict}.",
+        cost.waiting_gpus,
+        cost.waiting_pods,
+        cost.schedulers.join(", "),
     )?;
     Ok(())
 }

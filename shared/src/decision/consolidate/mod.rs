@@ -426,17 +426,9 @@ impl Planner<'_, '_> {
     }
 }
 
-/// What the filters that do not depend on other pods read of a pod: pods with the same key
-/// pass them on the same nodes.
+/// The pod's shape (`simulate::shape_key`): pods with the same one pass the fixed filters on
+/// the same nodes.
 fn shape_key(ctx: &Context<'_>, pod: usize) -> String {
     let p = &ctx.cluster.pods[pod];
-    let spec = &p.pod.spec;
-    serde_json::to_string(&(
-        p.namespace,
-        &spec.node_selector,
-        &spec.affinity,
-        &spec.tolerations,
-        &spec.volumes,
-    ))
-    .unwrap_or_default()
+    crate::simulate::shape_key(p.namespace, &p.pod.spec)
 }
