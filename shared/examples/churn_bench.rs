@@ -418,13 +418,10 @@ fn replay(
                 if let Some((at, path)) = &snapshot
                     && now as f64 >= at * MINUTE as f64
                 {
-                    let text = world.writer.write(
-                        world.nodes,
-                        world.tasks,
-                        &world.live,
-                        &world.holds,
-                        false,
-                    );
+                    let text =
+                        world
+                            .writer
+                            .write(world.nodes, world.tasks, &world.live, &world.holds)?;
                     std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))?;
                     snapshot = None;
                 }
@@ -526,10 +523,9 @@ fn cluster_context(nodes: &[TraceNode]) -> Result<(Snapshot, Config), String> {
 /// GPUs of the waiting tasks that an ideal repack of the movable Instances would seat: the
 /// cluster as it stands written as a snapshot (what a fresh read would return) and repacked.
 fn fixable_gpus(world: &mut World<'_, '_>, config: &Config) -> Result<i64, String> {
-    let text = world
+    let snapshot = world
         .writer
-        .write(world.nodes, world.tasks, &world.live, &[], true);
-    let snapshot = Snapshot::parse(&text).map_err(|e| e.to_string())?;
+        .read(world.nodes, world.tasks, &world.live, &[], true)?;
     let ctx = Context::build(&snapshot, config, timestamp(world.now));
     let movable = movable(&ctx);
     let repackable = repack::repackable(&ctx.cluster, &movable);

@@ -5,15 +5,15 @@ use std::collections::HashMap;
 
 use alfred::api::core::Pod as PodObject;
 use alfred::model::Context;
-use alfred::simulate::{self, Ledger, NewPod, Profile, Request};
+use alfred::simulate::{self, Ledger, NewPod, Placer, Profile, Request};
 use serde_json::Value;
 
 use crate::trace::{self, Rng, Task, TraceNode};
 
 pub struct Scheduler<'c, 's> {
-    ctx: &'c Context<'s>,
     profile: Profile,
-    ledger: Ledger,
+    /// The simulator's filters and scores on the ledger kept as pods come and go.
+    placer: Placer<'c, 's>,
     tasks: &'c [Task],
     /// Per task row, once needed: the pod it is created as, and what the ledger charges for it.
     templates: Vec<Option<(NewPod, Request)>>,
@@ -43,9 +43,8 @@ impl<'c, 's> Scheduler<'c, 's> {
             slots[free] += 1;
         }
         Scheduler {
-            ctx,
             profile,
-            ledger: Ledger::new(&ctx.cluster),
+            placer: Placer::new(ctx, Ledger::new(&ctx.cluster), &[], &[]),
             tasks,
             templates: (0..tasks.len()).map(|_| None).collect(),
             free: nodes
@@ -131,7 +130,7 @@ impl<'c, 's> Scheduler<'c, 's> {
         tainted: &[usize],
         rng: &mut Rng,
     ) -> Option<usize> {
-        let mut scores = simulate::node_scores(self.ctx, &self.ledger, pod, &self.profile);
+        let mut scores = self.placer.scores(pod, request, &self.profile, &[]);
         scores.retain(|s| !tainted.contains(&s.node));
         let best = scores.iter().map(|s| s.total()).max()?;
         let tied: Vec<usize> = scores
@@ -140,7 +139,7 @@ impl<'c, 's> Scheduler<'c, 's> {
             .map(|s| s.node)
             .collect();
         let n = tied[rng.below(tied.len())];
-        self.ledger.add(n, request);
+        self.placer.charge(n, request);
         self.charge(n, self.needs(row), -1);
         Some(n)
     }
@@ -151,7 +150,7 @@ impl<'c, 's> Scheduler<'c, 's> {
             self.templates[row] = Some(self.template(row, &[]));
         }
         if let Some((_, request)) = &self.templates[row] {
-            self.ledger.remove(n, request);
+            self.placer.release(n, request);
         }
         self.charge(n, self.needs(row), 1);
     }
@@ -166,7 +165,7 @@ impl<'c, 's> Scheduler<'c, 's> {
         if !hints.is_empty() {
             simulate::prefer_nodes(&mut pod.spec, hints);
         }
-        let request = self.ledger.requests_of(&pod.spec);
+        let request = self.placer.ledger.requests_of(&pod.spec);
         let new = NewPod {
             name: pod.metadata.name.clone(),
             namespace: "trace".into(),

@@ -20,10 +20,10 @@ const GUARD: &str = include_str!("../../tests/data/guard/installed.json");
 
 impl Store for World<'_, '_> {
     async fn observe(&mut self) -> Result<(Snapshot, Timestamp), StoreError> {
-        let text = self
+        let snapshot = self
             .writer
-            .write(self.nodes, self.tasks, &self.live, &self.holds, false);
-        let snapshot = Snapshot::parse(&text).map_err(|e| StoreError::Observe(e.to_string()))?;
+            .read(self.nodes, self.tasks, &self.live, &self.holds, false)
+            .map_err(StoreError::Observe)?;
         Ok((snapshot, timestamp(self.now)))
     }
 
@@ -335,12 +335,28 @@ pub fn futures_lite<T>(f: impl Future<Output = T>) -> T {
 }
 
 /// Writes the replay's cluster as the API server would list it. Each task's objects are
-/// written once per change and kept: a read is then mostly copying.
+/// written and read once per change and kept: a read is then mostly copying.
 pub struct Writer {
     /// The model, the nodes (item 1 + n is node n) and the guard.
     cluster: Vec<String>,
-    /// Per task: the version its objects were written at, and them (comma-separated).
-    written: Vec<Option<(u64, String)>>,
+    /// The same, read.
+    cluster_read: Snapshot,
+    /// Per task: the version its objects were written at, and them (comma-separated, and
+    /// read: a pass clones what it reads instead of parsing the cluster's text again).
+    written: Vec<Option<Written>>,
+}
+
+struct Written {
+    version: u64,
+    text: String,
+    read: Snapshot,
+}
+
+fn read_list(items: &str) -> Result<Snapshot, String> {
+    Snapshot::parse(&format!(
+        r#"{{"apiVersion":"v1","kind":"List","items":[{items}]}}"#
+    ))
+    .map_err(|e| e.to_string())
 }
 
 impl Writer {
@@ -350,34 +366,37 @@ impl Writer {
             let list: Value = serde_json::from_str(GUARD).expect("the guard fixture is JSON");
             items.extend(list["items"].as_array().cloned().unwrap_or_default());
         }
+        let cluster: Vec<String> = items.iter().map(Value::to_string).collect();
+        let cluster_read = read_list(&cluster.join(",")).expect("the cluster's objects read");
         Writer {
-            cluster: items.iter().map(Value::to_string).collect(),
+            cluster,
+            cluster_read,
             written: Vec::new(),
         }
     }
 
-    /// The cluster now, with Alfred's holds on their nodes. A `sample` leaves out what only
-    /// Alfred's own moves made: surge pods not yet bound and the rows of migrations that ended
-    /// (so cooldowns do not shrink what an ideal repack may move, with Alfred on or off alike).
-    pub fn write(
+    /// The cluster now as a read returns it, with Alfred's holds on their nodes. A `sample`
+    /// leaves out what only Alfred's own moves made: surge pods not yet bound and the rows of
+    /// migrations that ended (so cooldowns do not shrink what an ideal repack may move, with
+    /// Alfred on or off alike).
+    pub fn read(
         &mut self,
         nodes: &[TraceNode],
         tasks: &[Task],
         live: &[Live],
         holds: &[Held],
         sample: bool,
-    ) -> String {
-        self.written.resize_with(live.len(), || None);
-        let size: usize = self.cluster.iter().map(|t| t.len() + 1).sum();
-        let mut out = String::with_capacity(size * 8);
-        out.push_str(r#"{"apiVersion":"v1","kind":"List","items":["#);
-        for (i, item) in self.cluster.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            match holds.iter().find(|h| h.node + 1 == i) {
-                Some(&h) => out.push_str(&held_node(item, h).to_string()),
-                None => out.push_str(item),
+    ) -> Result<Snapshot, String> {
+        let mut snapshot = self.cluster_read.clone();
+        for &h in holds {
+            let text = held_node(&self.cluster[h.node + 1], h).to_string();
+            let held = read_list(&text)?.nodes.pop().ok_or("a held node reads")?;
+            if let Some(node) = snapshot
+                .nodes
+                .iter_mut()
+                .find(|n| n.metadata.name == held.metadata.name)
+            {
+                *node = held;
             }
         }
         for (k, pod) in live.iter().enumerate() {
@@ -385,30 +404,74 @@ impl Writer {
                 continue;
             }
             if sample && (pod.migration.is_some() || !pod.ended.is_empty()) {
-                // Written afresh: few tasks, not worth a second cache.
-                for o in task_objects(k, pod, &tasks[pod.row], nodes, true) {
-                    out.push(',');
-                    out.push_str(&o.to_string());
-                }
+                let text = objects_text(k, pod, tasks, nodes, true);
+                snapshot.append(read_list(&text)?);
                 continue;
             }
-            let stale = !matches!(&self.written[k], Some((v, _)) if *v == pod.version);
-            if stale {
-                let text = task_objects(k, pod, &tasks[pod.row], nodes, false)
-                    .iter()
-                    .map(Value::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",");
-                self.written[k] = Some((pod.version, text));
-            }
-            if let Some((_, text)) = &self.written[k] {
-                out.push(',');
-                out.push_str(text);
+            snapshot.append(self.written(k, pod, tasks, nodes)?.read.clone());
+        }
+        Ok(snapshot)
+    }
+
+    /// The cluster now as the API server would list it (`read`'s objects as text).
+    pub fn write(
+        &mut self,
+        nodes: &[TraceNode],
+        tasks: &[Task],
+        live: &[Live],
+        holds: &[Held],
+    ) -> Result<String, String> {
+        let mut items: Vec<String> = self
+            .cluster
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match holds.iter().find(|h| h.node + 1 == i) {
+                Some(&h) => held_node(item, h).to_string(),
+                None => item.clone(),
+            })
+            .collect();
+        for (k, pod) in live.iter().enumerate() {
+            if !pod.gone() {
+                items.push(self.written(k, pod, tasks, nodes)?.text.clone());
             }
         }
-        out.push_str("]}");
-        out
+        Ok(format!(
+            r#"{{"apiVersion":"v1","kind":"List","items":[{}]}}"#,
+            items.join(",")
+        ))
     }
+
+    /// Task `k`'s objects as written at its current version.
+    fn written(
+        &mut self,
+        k: usize,
+        pod: &Live,
+        tasks: &[Task],
+        nodes: &[TraceNode],
+    ) -> Result<&Written, String> {
+        if self.written.len() <= k {
+            self.written.resize_with(k + 1, || None);
+        }
+        let slot = &mut self.written[k];
+        if !matches!(slot, Some(w) if w.version == pod.version) {
+            let text = objects_text(k, pod, tasks, nodes, false);
+            let read = read_list(&text)?;
+            *slot = Some(Written {
+                version: pod.version,
+                text,
+                read,
+            });
+        }
+        Ok(slot.as_ref().expect("written just now"))
+    }
+}
+
+fn objects_text(k: usize, pod: &Live, tasks: &[Task], nodes: &[TraceNode], sample: bool) -> String {
+    task_objects(k, pod, &tasks[pod.row], nodes, sample)
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A node object with Alfred's hold for task `h.task` (as `execute::hold` writes it).

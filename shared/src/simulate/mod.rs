@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 pub use filters::{Rejection, shape_key, tolerates};
+pub use placer::Placer;
 pub use resources::{Ledger, Request, pod_requests};
 pub use surges::Surges;
 

@@ -11,7 +11,9 @@ use super::topology::{Placed, Topology};
 use super::{NewPod, Profile, SimulationOutcome, has_topology, infeasible, score};
 use crate::model::Context;
 
-pub(super) struct Placer<'c, 's> {
+/// Places pods one at a time on its ledger. A pod charged with `charge` instead of placed
+/// with `place` counts in the ledger only, not in later pods' spread and affinity.
+pub struct Placer<'c, 's> {
     ctx: &'c Context<'s>,
     pub ledger: Ledger,
     /// The filters that do not change as pods are placed, once per pod shape.
@@ -79,6 +81,58 @@ impl<'c, 's> Placer<'c, 's> {
         profile: &Profile,
         exclude: &[usize],
     ) -> Option<usize> {
+        let (feasible, topology) = self.search(pod, request, exclude);
+        let n = match feasible.as_slice() {
+            // One feasible node is taken without scoring, as kube-scheduler does.
+            [only] => *only,
+            _ => score::best(&self.scored(pod, request, profile, &feasible, topology.as_ref()))?,
+        };
+        self.charge(n, request);
+        if let Some(others) = self.others.as_mut() {
+            others.push(Placed::new(&pod.namespace, &pod.labels, n, &pod.spec));
+        }
+        Some(n)
+    }
+
+    /// Every node the search finds feasible for `pod`, scored; nothing is charged. For a
+    /// caller that draws among equal scores itself (and charges with `charge`).
+    pub fn scores(
+        &mut self,
+        pod: &NewPod,
+        request: &Request,
+        profile: &Profile,
+        exclude: &[usize],
+    ) -> Vec<score::NodeScore> {
+        let (feasible, topology) = self.search(pod, request, exclude);
+        self.scored(pod, request, profile, &feasible, topology.as_ref())
+    }
+
+    /// Charges a pod's request to node `n`.
+    pub fn charge(&mut self, n: usize, request: &Request) {
+        self.ledger.add(n, request);
+        self.update_room(n);
+    }
+
+    /// Takes a pod's request that left node `n` off it.
+    pub fn release(&mut self, n: usize, request: &Request) {
+        self.ledger.remove(n, request);
+        self.update_room(n);
+    }
+
+    fn update_room(&mut self, n: usize) {
+        if let Some(room) = self.room.as_mut() {
+            room.set(n, self.ledger.free_gpus(n));
+        }
+    }
+
+    /// The nodes that pass every filter, in the order searched: every node, or on a stream
+    /// the share kube-scheduler looks for, from where the last search ended.
+    fn search(
+        &mut self,
+        pod: &NewPod,
+        request: &Request,
+        exclude: &[usize],
+    ) -> (Vec<usize>, Option<Topology>) {
         let ctx = self.ctx;
         let topology = self.topology(pod);
         let fixed = self.fixed_of(pod);
@@ -95,7 +149,7 @@ impl<'c, 's> Placer<'c, 's> {
         let room = self
             .room
             .get_or_insert_with(|| GpuRoom::new((0..nodes).map(|n| ledger.free_gpus(n))));
-        // The nodes searched: from `start` round to it, skipping those without the GPUs.
+        // From `start` round to it, skipping the nodes without the GPUs.
         let mut feasible = Vec::new();
         let mut searched = nodes;
         'search: for (from, to) in [(start, nodes), (0, start)] {
@@ -118,25 +172,24 @@ impl<'c, 's> Placer<'c, 's> {
         if let Some(next) = self.next_start.as_mut() {
             *next = (start + searched) % nodes.max(1);
         }
+        (feasible, topology)
+    }
+
+    fn scored(
+        &self,
+        pod: &NewPod,
+        request: &Request,
+        profile: &Profile,
+        feasible: &[usize],
+        topology: Option<&Topology>,
+    ) -> Vec<score::NodeScore> {
         let scoring = score::Scoring {
             spec: &pod.spec,
             request,
-            topology: topology.as_ref(),
+            topology,
             profile,
         };
-        let n = match feasible.as_slice() {
-            // One feasible node is taken without scoring, as kube-scheduler does.
-            [only] => *only,
-            _ => score::best(&score::score(ctx, &self.ledger, &scoring, &feasible))?,
-        };
-        self.ledger.add(n, request);
-        if let Some(room) = self.room.as_mut() {
-            room.set(n, self.ledger.free_gpus(n));
-        }
-        if let Some(others) = self.others.as_mut() {
-            others.push(Placed::new(&pod.namespace, &pod.labels, n, &pod.spec));
-        }
-        Some(n)
+        score::score(self.ctx, &self.ledger, &scoring, feasible)
     }
 
     /// kube-scheduler's answer for a pod `place` found no node for.
