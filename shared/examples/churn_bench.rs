@@ -237,16 +237,18 @@ fn borrow_lifetimes(tasks: &mut [Task], donors: &[Task], seed: u64) -> Result<()
     Ok(())
 }
 
-/// The configuration naming the scheduler profile by name.
+/// The configuration naming the scheduler profile by name; `gpu-packing` weighs the GPUs as
+/// `recommend`'s scheduler cost does.
 fn profile_config(name: &str) -> Result<Config, String> {
     let yaml = match name {
-        "default" => "schemaVersion: 1\n",
-        "gpu-packing" => {
-            "schemaVersion: 1\nscheduling: {profiles: {default-scheduler: {backend: kube-scheduler, schedulerVersion: v1.37, configurationID: gpu-packing, scoringStrategy: MostAllocated, scoringResources: [{name: cpu}, {name: memory}, {name: nvidia.com/gpu, weight: 3}]}}}\n"
-        }
+        "default" => "schemaVersion: 1\n".to_string(),
+        "gpu-packing" => format!(
+            "schemaVersion: 1\nscheduling: {{profiles: {{default-scheduler: {{backend: kube-scheduler, schedulerVersion: v1.37, configurationID: gpu-packing, scoringStrategy: MostAllocated, scoringResources: [{{name: cpu}}, {{name: memory}}, {{name: nvidia.com/gpu, weight: {}}}]}}}}}}\n",
+            alfred::simulate::packing::GPU_WEIGHT
+        ),
         other => return Err(format!("--profile {other}: one of default, gpu-packing")),
     };
-    Config::parse(yaml).map_err(|e| e.to_string())
+    Config::parse(&yaml).map_err(|e| e.to_string())
 }
 
 /// The profile the scheduler places with.

@@ -130,8 +130,8 @@ impl<'c, 's> Scheduler<'c, 's> {
         tainted: &[usize],
         rng: &mut Rng,
     ) -> Option<usize> {
-        let mut scores = self.placer.scores(pod, request, &self.profile, &[]);
-        scores.retain(|s| !tainted.contains(&s.node));
+        // A held node fails TaintToleration: filtered before the others are scored.
+        let scores = self.placer.scores(pod, request, &self.profile, tainted);
         let best = scores.iter().map(|s| s.total()).max()?;
         let tied: Vec<usize> = scores
             .iter()
