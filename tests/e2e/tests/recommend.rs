@@ -32,16 +32,25 @@ fn recommend_explain_and_drain_live() {
     assert!(live.status.success(), "{}", stderr(&live));
     cluster.assert_one_read(mark);
     let from_file = cluster.alfred(&["recommend", "-o", "json", "--now", NOW, "-f", &demo_arg()]);
-    // The same document, but for the node UIDs the API server gave the seeded nodes.
+    // The same document, but for the node UIDs the API server gave the seeded nodes, and the
+    // scheduler's cost, which replays the pods in creation order: the API server stamps them
+    // as seeded, the file keeps the demo's times. What waits is the same.
     let without_uids = |text: String| {
         let mut doc: Value = serde_json::from_str(&text).unwrap();
         for record in doc["nodes"].as_object_mut().unwrap().values_mut() {
             record.as_object_mut().unwrap().remove("nodeUID");
         }
-        doc
+        let cost = doc.as_object_mut().unwrap().remove("schedulerCost");
+        (doc, cost)
     };
-    let doc = without_uids(stdout(&live));
-    let file_doc = without_uids(stdout(&from_file));
+    let (doc, cost) = without_uids(stdout(&live));
+    let (file_doc, file_cost) = without_uids(stdout(&from_file));
+    let waiting = |cost: &Option<Value>| cost.as_ref().map(|c| c["waitingGpus"].clone());
+    assert_eq!(waiting(&cost), waiting(&file_cost));
+    assert!(
+        cost.is_some(),
+        "GPU pods wait in the demo under the default profile"
+    );
     if doc != file_doc {
         let (a, b) = (cluster.dir.join("live.json"), cluster.dir.join("file.json"));
         std::fs::write(&a, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
