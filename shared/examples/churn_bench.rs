@@ -40,8 +40,9 @@
 //! drains; unready by `--ready-timeout-minutes` it expires. A request that can never resolve
 //! is resolved by an operator after `--operator-minutes`, as the runbook says. Every send is
 //! checked independently: `capViolations` (in flight, per hour, cooldowns), `staleSends`
-//! (the Instance not on its source or busy, or its target without room), `bounceBacks` (moved
-//! again within 1 h, or back to a node it left within 24 h).
+//! (the Instance not on its source or busy, or its target without room), `bounceBacks` (a send
+//! within 1 h of the end of the Instance's last move, or back to a node it left within 24 h; a
+//! request retried after a failed one is not a move again).
 //!
 //! `--snapshot-at M --snapshot-out FILE` writes the cluster as the API server would list it at
 //! the first sample M minutes or more into the run (warm-up included), for a look with
@@ -380,8 +381,10 @@ fn replay(
         let x = uniform(&mut world.rng) * total;
         let row = cumulative.partition_point(|&c| c < x).min(tasks.len() - 1);
         held += tasks[row].holds();
-        let left = (uniform(&mut world.rng) * runs(&tasks[row]) as f64) as u64;
-        world.arrive(row, left.max(SHORTEST));
+        let lifetime = runs(&tasks[row]);
+        let left = ((uniform(&mut world.rng) * lifetime as f64) as u64).max(SHORTEST);
+        let k = world.arrive(row, left);
+        world.live[k].ran_before = lifetime.saturating_sub(left);
     }
     world.push(0, Event::Arrival);
     world.push(start, Event::Sample);

@@ -540,3 +540,44 @@ fn an_instance_in_the_way_gets_its_room_from_one_more_move() {
         ["team/y to d", "team/x to c", "team/p to b"]
     );
 }
+
+/// Instance `x` of the consolidation case arrived on a by a move off `from` that started
+/// `minutes` ago (a Completed row on its InferenceReplica, as OME keeps it).
+fn moved_in(w: World, x: &str, from: &str, minutes: i64) -> World {
+    w.edit("InferenceReplica", &format!("{x}-engine"), |r| {
+        r["status"]["migrations"] = serde_json::json!([{
+            "requestUUID": "u-1", "trigger": "Manual", "sourceInstance": 1, "surgeInstance": 0,
+            "fromNode": from, "phase": "Completed", "startedAt": common::ago(minutes),
+            "deadline": common::ago(minutes - 30), "completedAt": common::ago(minutes - 2)}]);
+    })
+}
+
+#[test]
+fn no_move_is_undone() {
+    // Emptying a takes x1-x3 onto b (2 GPUs free) and c (1 free).
+    let plan = plan_of(&common::consolidation(), None);
+    assert_eq!(plan.steps.len(), 3, "{:?}", moves_of(&plan));
+    let target_of = |plan: &ConsolidationPlan, workload: &str| {
+        let step = plan.steps.iter().find(|s| s.workload == workload);
+        step.map(|s| s.to.join(","))
+    };
+    // x1 left b three hours ago: it does not go back there, the others do.
+    let plan = plan_of(&moved_in(common::consolidation(), "x1", "b", 180), None);
+    assert_eq!(plan.steps.len(), 3, "{:?}", moves_of(&plan));
+    assert_eq!(target_of(&plan, "team/x1").as_deref(), Some("c"));
+    // A day later it may.
+    let plan = plan_of(&moved_in(common::consolidation(), "x1", "b", 25 * 60), None);
+    assert_eq!(plan.steps.len(), 3, "{:?}", moves_of(&plan));
+    // Moved within the hour (past the workload cooldown): it stays, so a cannot be emptied
+    // and nothing is planned.
+    let plan = plan_of(&moved_in(common::consolidation(), "x1", "b", 50), None);
+    assert!(plan.steps.is_empty(), "{:?}", moves_of(&plan));
+    // A row for another Instance of the component says nothing about this one.
+    let other = common::consolidation().edit("InferenceReplica", "x1-engine", |r| {
+        r["status"]["migrations"] = serde_json::json!([{
+            "requestUUID": "u-1", "trigger": "Manual", "sourceInstance": 0, "surgeInstance": 3,
+            "fromNode": "b", "phase": "Completed", "startedAt": common::ago(50),
+            "deadline": common::ago(20), "completedAt": common::ago(48)}]);
+    });
+    assert_eq!(plan_of(&other, None).steps.len(), 3);
+}

@@ -11,7 +11,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::trace::{self, Task, TraceNode};
-use crate::world::{Event, HOUR, Held, Live, MINUTE, Sent, Step, World, stamp, timestamp};
+use crate::world::{
+    Event, HOUR, Held, Live, MINUTE, Sent, Step, World, stamp, stamp_before, timestamp,
+};
 use alfred::api::keys::HELD_SINCE;
 use alfred::execute::hold;
 
@@ -111,7 +113,6 @@ impl Store for World<'_, '_> {
         pod.request = Some((uuid, payload));
         pod.service_version += 1;
         pod.version += 1;
-        pod.last_sent = Some(self.now);
         self.counters.moves += 1;
         if crate::world::uniform(&mut self.rng) >= self.ome.no_ack_rate {
             let serial = self.counters.moves as u32;
@@ -182,8 +183,8 @@ impl World<'_, '_> {
                     .any(|n| n.is_some() && (*n == from || *n == target))
         });
         // The API server keeps a pod's start to the second.
-        let started = pod.started / 1000 * 1000;
-        let placed_recently = now - started < minutes(c.recent_placement_cooldown_minutes);
+        let ago = now - pod.started / 1000 * 1000 + pod.pod_ran_before() / 1000 * 1000;
+        let placed_recently = ago < minutes(c.recent_placement_cooldown_minutes);
         let broken = [
             (
                 "inFlight",
@@ -208,7 +209,8 @@ impl World<'_, '_> {
         if stale {
             self.counters.stale_sends += 1;
         }
-        let moved_lately = pod.last_sent.is_some_and(|t| now - t < HOUR);
+        // A request retried after one that failed is not a move again: the Instance never left.
+        let moved_lately = pod.left.last().is_some_and(|&(_, at)| now - at < HOUR);
         let back = target.is_some_and(|t| {
             pod.left
                 .iter()
@@ -499,12 +501,26 @@ fn task_objects(
     let node = pod.node.map(|n| nodes[n].name.as_str());
     let mut objects = trace::objects(k, task, node, true);
     let name = format!("task-{k:05}");
-    let started = stamp(pod.started);
+    // The task's objects were created when it arrived; its first pod started when bound, a
+    // surge's pod when the surge was placed.
+    let created = stamp_before(pod.arrived, pod.ran_before);
+    let moved = pod.moved();
+    let (pod_created, started) = if moved {
+        (stamp(pod.started), stamp(pod.started))
+    } else {
+        (
+            created.clone(),
+            stamp_before(pod.started, pod.pod_ran_before()),
+        )
+    };
+    for object in objects.iter_mut().filter(|o| o["kind"] != "Pod") {
+        object["metadata"]["creationTimestamp"] = json!(created);
+    }
     let Some(last) = objects.last_mut() else {
         return objects;
     };
+    last["metadata"]["creationTimestamp"] = json!(pod_created);
     if node.is_none() {
-        last["metadata"]["creationTimestamp"] = json!(stamp(pod.arrived));
         last["metadata"]["uid"] = json!(pending_uid(k));
         if pod.tolerates_hold {
             let toleration = hold::toleration(&pending_uid(k));
@@ -516,7 +532,7 @@ fn task_objects(
         return objects;
     }
     set_started(last, &started);
-    if Some(pod.started) != pod.bound {
+    if moved {
         last["metadata"]["uid"] = json!(format!("uid-pod-{k}-{}", pod.started));
     }
     if !task.whole() {
@@ -575,6 +591,7 @@ fn task_objects(
         surge["metadata"]["name"] = json!(format!("{name}-engine-{}-default-0", m.surge_index));
         surge["metadata"]["labels"]["ome.io/instance-index"] = json!(m.surge_index.to_string());
         surge["metadata"]["uid"] = json!(format!("uid-surge-{}", m.uuid));
+        surge["metadata"]["creationTimestamp"] = json!(stamp(m.started));
         match m.surge_node {
             Some(n) => {
                 surge["spec"]["nodeName"] = json!(nodes[n].name);
@@ -595,7 +612,6 @@ fn task_objects(
                     .as_object_mut()
                     .expect("spec")
                     .remove("nodeName");
-                surge["metadata"]["creationTimestamp"] = json!(stamp(m.started));
                 surge["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled",
                     "status": "False", "reason": "Unschedulable", "lastTransitionTime": stamp(m.started)}]});
             }
@@ -613,7 +629,6 @@ fn task_objects(
 
 /// Sets a bound pod's start and condition times.
 fn set_started(pod: &mut Value, at: &str) {
-    pod["metadata"]["creationTimestamp"] = json!(at);
     pod["status"]["startTime"] = json!(at);
     for c in pod["status"]["conditions"]
         .as_array_mut()

@@ -77,14 +77,26 @@ pub struct Live {
     pub ended: Vec<Value>,
     /// When the last migration OME ran for it ended.
     pub migration_ended: Option<u64>,
-    /// Alfred's last request for it, and the nodes it left and when.
-    pub last_sent: Option<u64>,
+    /// The nodes its completed moves took it off, and when.
     pub left: Vec<(usize, u64)>,
     /// It tolerates Alfred's hold taint for its UID (a toleration, once added, stays).
     pub tolerates_hold: bool,
+    /// How long a task of the steady state had run before the replay began: its objects were
+    /// created that long before it arrived.
+    pub ran_before: u64,
 }
 
 impl Live {
+    /// A migration moved it: its pod is the surge's.
+    pub fn moved(&self) -> bool {
+        Some(self.started) != self.bound
+    }
+
+    /// How long its pod had run before the replay began.
+    pub fn pod_ran_before(&self) -> u64 {
+        if self.moved() { 0 } else { self.ran_before }
+    }
+
     pub fn gone(&self) -> bool {
         self.node.is_none() && self.bound.is_some()
     }
@@ -201,9 +213,9 @@ impl<'c, 's> World<'c, 's> {
             migration: None,
             ended: Vec::new(),
             migration_ended: None,
-            last_sent: None,
             left: Vec::new(),
             tolerates_hold: false,
+            ran_before: 0,
         });
         let k = self.live.len() - 1;
         self.submit(Waiter {
@@ -487,9 +499,14 @@ pub const EPOCH: &str = "2026-09-28T00:00:00Z";
 
 /// A moment of the virtual clock as an RFC 3339 time in whole seconds.
 pub fn stamp(ms: u64) -> String {
+    stamp_before(ms, 0)
+}
+
+/// The moment `before` ms ahead of `ms` (it may be ahead of the clock's start).
+pub fn stamp_before(ms: u64, before: u64) -> String {
     let epoch: k8s_openapi::jiff::Timestamp = EPOCH.parse().expect("epoch");
-    let t = k8s_openapi::jiff::Timestamp::from_second(epoch.as_second() + (ms / 1000) as i64)
-        .expect("in range");
+    let seconds = epoch.as_second() + (ms / 1000) as i64 - (before / 1000) as i64;
+    let t = k8s_openapi::jiff::Timestamp::from_second(seconds).expect("in range");
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 

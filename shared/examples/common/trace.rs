@@ -290,11 +290,11 @@ pub fn objects(k: usize, task: &Task, node: Option<&str>, cpu_memory: bool) -> V
     let revision = format!("{name}-engine-7b4c2e19");
     vec![
         json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
-            "metadata": {"name": name, "namespace": "trace", "uid": format!("uid-isvc-{k}"), "generation": 1},
+            "metadata": {"name": name, "namespace": "trace", "uid": format!("uid-isvc-{k}"), "generation": 1, "creationTimestamp": TIME},
             "spec": {"deploymentMode": "OMENative", "model": {"name": MODEL, "kind": "ClusterBaseModel"},
                      "engine": {"minReplicas": 1, "maxReplicas": 1}}}),
         json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
-            "metadata": {"name": format!("{name}-engine"), "namespace": "trace", "uid": format!("uid-ir-{k}"), "generation": 1,
+            "metadata": {"name": format!("{name}-engine"), "namespace": "trace", "uid": format!("uid-ir-{k}"), "generation": 1, "creationTimestamp": TIME,
                 "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": name,
                                      "uid": format!("uid-isvc-{k}"), "controller": true}]},
             "spec": {"component": "engine", "parentRef": {"name": name}, "replicas": 1, "runners": [{"name": "default"}]},

@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::api::InferenceService;
 use crate::api::component::ComponentKind;
 use crate::api::keys;
-use crate::api::replica::{InferenceReplica, InstanceStatus, MigrationPhase};
+use crate::api::replica::{InferenceReplica, InstanceStatus, MigrationPhase, MigrationStatus};
 use crate::config::Config;
 use crate::kubernetes::quantity::{self, is_gpu_resource};
 use crate::mode::{self, DeploymentMode};
@@ -420,6 +420,47 @@ impl<'s> Cluster<'s> {
             .iter()
             .copied()
             .find(|&i| self.instances[i].index == index)
+    }
+
+    /// When the workload Instance `i` serves was created: how long it has run, which under
+    /// heavy-tailed serving lifetimes is about how long it is still to run.
+    pub fn instance_created(&self, i: usize) -> Option<Timestamp> {
+        let component = &self.components[self.instances[i].component];
+        self.workloads[component.workload]
+            .isvc
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0)
+    }
+
+    /// The completed migrations that brought Instance `i` where it runs, newest first, back to
+    /// `since`: (the node it left, when the move ended). Read from its InferenceReplica's rows,
+    /// following each move's source Instance (OME reuses indices).
+    pub fn moves_of(&self, i: usize, since: Timestamp) -> Vec<(&'s str, Timestamp)> {
+        let component = &self.components[self.instances[i].component];
+        let Some(status) = component.replica.and_then(|r| r.status.as_ref()) else {
+            return Vec::new();
+        };
+        let mut rows: Vec<(&MigrationStatus, Timestamp)> = status
+            .migrations
+            .iter()
+            .filter(|m| m.phase == MigrationPhase::Completed)
+            .filter_map(|m| Some((m, m.completed_at.as_ref().or(m.started_at.as_ref())?.0)))
+            .filter(|&(_, t)| t >= since)
+            .collect();
+        rows.sort_by_key(|&(_, t)| std::cmp::Reverse(t));
+        let (mut index, mut before) = (self.instances[i].index, self.now);
+        let mut out = Vec::new();
+        for (m, t) in rows {
+            if m.surge_instance == Some(index) && t <= before {
+                if let Some(node) = m.from_node.as_deref() {
+                    out.push((node, t));
+                }
+                (index, before) = (m.source_instance, t);
+            }
+        }
+        out
     }
 
     pub fn workload(&self, key: &str) -> Option<&Workload<'s>> {

@@ -4,9 +4,9 @@
 //!
 //! The pending pods are placed first, largest first, each on the fullest node it fits (best
 //! fit); what they take is reserved. An action frees room on one node by moving the fewest of
-//! its movable Instances (largest first) onto other nodes' unreserved room, so no pending pod
-//! already placeable loses its place and every step is a surge with room for the new pods
-//! while the old ones run; a pod larger than any room first moves a smaller Instance out of
+//! its movable Instances (largest first, then the oldest) onto other nodes' unreserved room,
+//! so no pending pod already placeable loses its place and every step is a surge with room
+//! for the new pods while the old ones run; no move is undone (`setup::movables`); a pod larger than any room first moves a smaller Instance out of
 //! the node with the most room, to make it. Each round takes the action that makes the most
 //! pending GPUs placeable per move; the plan stops when no action makes anything more
 //! placeable.
@@ -129,6 +129,9 @@ struct Movable {
     /// Its GPU pods, largest first.
     pods: Vec<MovablePod>,
     pool: String,
+    /// With holds on, its workload is younger than `holdMinutes`: it may well leave on its
+    /// own while a hold stands (`Cluster::instance_created`).
+    young: bool,
 }
 
 #[derive(Clone, Copy)]

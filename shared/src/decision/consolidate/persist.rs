@@ -10,7 +10,7 @@
 //! The state lives on the objects (the taint names the pod's UID, an annotation says since
 //! when), so a pass needs nothing else to carry on, and a user sees it with `kubectl get node`.
 
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
 use super::{Planner, trial::Trial};
@@ -96,6 +96,8 @@ fn waiting_pod(ctx: &Context<'_>, uid: &str) -> Result<usize, (HoldReason, &'sta
 pub fn kept_holds(ctx: &Context<'_>, enabled: bool) -> (Vec<(usize, usize)>, Vec<HoldChange>) {
     let cluster = &ctx.cluster;
     let mut kept: Vec<(usize, usize)> = Vec::new();
+    // Per kept hold: how long it has left.
+    let mut left: Vec<SignedDuration> = Vec::new();
     let mut releases = Vec::new();
     let mut all = holds(ctx);
     // The oldest stand; a hold without a time sorts first and expires.
@@ -129,7 +131,13 @@ pub fn kept_holds(ctx: &Context<'_>, enabled: bool) -> (Vec<(usize, usize)>, Vec
                 })
         };
         match why {
-            Ok(pod) => kept.push((hold.node, pod)),
+            Ok(pod) => {
+                let held_for = hold
+                    .since
+                    .map_or_else(Default::default, |t| ctx.now().duration_since(t));
+                left.push(SignedDuration::from_mins(hold_minutes) - held_for);
+                kept.push((hold.node, pod));
+            }
             Err((reason, why)) => releases.push(hold_change(
                 ctx,
                 hold.node,
@@ -140,11 +148,23 @@ pub fn kept_holds(ctx: &Context<'_>, enabled: bool) -> (Vec<(usize, usize)>, Vec
             )),
         }
     }
-    // The nearest to empty first: the budget's moves go to those first.
+    // The nearest to empty first: the budget's moves go to those first. GPUs of workloads
+    // younger than the hold has left count as leaving on their own (lifetimes are heavy
+    // tailed: a workload is likely to run about as long again as it has run).
     let departing = departing_by_node(ctx);
-    kept.sort_by_key(|&(node, pod)| {
-        cluster.pods[pod].gpus - cluster.nodes[node].gpu_free - departing[node]
-    });
+    let held: Vec<(usize, SignedDuration)> = kept
+        .iter()
+        .zip(&left)
+        .map(|(&(node, _), &l)| (node, l))
+        .collect();
+    let young = young_gpus(ctx, &held);
+    let mut order: Vec<(i64, i64, usize)> = Vec::with_capacity(kept.len());
+    for (k, &(node, pod)) in kept.iter().enumerate() {
+        let need = cluster.pods[pod].gpus - cluster.nodes[node].gpu_free - departing[node];
+        order.push(((need - young[k]).max(0), need, k));
+    }
+    order.sort();
+    let kept = order.into_iter().map(|(_, _, k)| kept[k]).collect();
     (kept, releases)
 }
 
@@ -254,6 +274,36 @@ pub fn change_for(
         held.push((node, pod));
     }
     changes
+}
+
+/// Per `(node, within)`: the GPUs on the node of Instances whose workloads were created less
+/// than `within` ago and that no migration is taking off it.
+fn young_gpus(ctx: &Context<'_>, held: &[(usize, SignedDuration)]) -> Vec<i64> {
+    let cluster = &ctx.cluster;
+    let departing = departing_pods(ctx);
+    let mut slot = vec![None; cluster.nodes.len()];
+    for (k, &(node, _)) in held.iter().enumerate() {
+        slot[node] = Some(k);
+    }
+    let mut gpus = vec![0; held.len()];
+    for (i, instance) in cluster.instances.iter().enumerate() {
+        let Some(age) = cluster
+            .instance_created(i)
+            .map(|t| ctx.now().duration_since(t))
+        else {
+            continue;
+        };
+        for &p in &instance.pods {
+            let pod = &cluster.pods[p];
+            let Some((node, k)) = pod.host.and_then(|n| slot[n].map(|k| (n, k))) else {
+                continue;
+            };
+            if age < held[k].1 && !pod.terminal && !departing.contains(&(p, node)) {
+                gpus[k] += pod.gpus;
+            }
+        }
+    }
+    gpus
 }
 
 /// The pods migrations in flight are taking off their nodes: (pod, node). Their old pods

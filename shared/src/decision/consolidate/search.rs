@@ -91,6 +91,7 @@ impl Planner<'_, '_> {
                     self.bounds.push(Bound {
                         ratio: gained as f64 / least as f64,
                         gained,
+                        young: prefix.young,
                         node: n,
                         prefix: k + 1,
                         version: self.version[n],
@@ -185,19 +186,23 @@ impl Planner<'_, '_> {
 
     /// The prefixes of a node's eviction order: the room each leaves and what it moves.
     fn node_candidates(&self, n: usize) -> Vec<Prefix> {
-        let mut room = self.spare(n);
+        let (mut room, mut young) = (self.spare(n), 0);
         let mut pods: Vec<i64> = Vec::new();
         self.eviction_order(n)
             .into_iter()
             .enumerate()
             .map(|(k, m)| {
-                room += self.movables[m].gpus_on(n);
                 let movable = &self.movables[m];
+                room += movable.gpus_on(n);
+                if movable.young {
+                    young += movable.gpus_on(n);
+                }
                 pods.extend(movable.pods.iter().map(|p| p.gpus));
                 Prefix {
                     room,
                     moves: k + 1,
                     pods: pods.clone(),
+                    young,
                 }
             })
             .collect()
@@ -232,6 +237,9 @@ pub(super) type GainCache = FxHashMap<(usize, Option<usize>, i64), i64>;
 pub(super) struct Bound {
     pub(super) ratio: f64,
     pub(super) gained: i64,
+    /// GPUs of its moves that are young (`Movable::young`): between equals, the action that
+    /// departures are likeliest to finish first.
+    pub(super) young: i64,
     pub(super) node: usize,
     pub(super) prefix: usize,
     /// The node's version when the bound was worked out.
@@ -239,11 +247,20 @@ pub(super) struct Bound {
 }
 
 impl Bound {
-    /// Higher ratio, more GPUs, shorter prefix, lower node index: first.
-    fn key(&self) -> (f64, i64, std::cmp::Reverse<usize>, std::cmp::Reverse<usize>) {
+    /// Higher ratio, more GPUs, more young GPUs, shorter prefix, lower node index: first.
+    fn key(
+        &self,
+    ) -> (
+        f64,
+        i64,
+        i64,
+        std::cmp::Reverse<usize>,
+        std::cmp::Reverse<usize>,
+    ) {
         (
             self.ratio,
             self.gained,
+            self.young,
             std::cmp::Reverse(self.prefix),
             std::cmp::Reverse(self.node),
         )
@@ -271,6 +288,7 @@ impl Ord for Bound {
             .then(a.1.cmp(&b.1))
             .then(a.2.cmp(&b.2))
             .then(a.3.cmp(&b.3))
+            .then(a.4.cmp(&b.4))
     }
 }
 
@@ -281,4 +299,5 @@ pub(super) struct Prefix {
     pub(super) room: i64,
     pub(super) moves: usize,
     pub(super) pods: Vec<i64>,
+    pub(super) young: i64,
 }

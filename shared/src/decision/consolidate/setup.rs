@@ -4,7 +4,8 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
-use rustc_hash::FxHashMap;
+use k8s_openapi::jiff::SignedDuration;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::pools::pools_holding;
 use super::{Movable, MovablePod, Need, Planner, shape_key};
@@ -28,7 +29,11 @@ impl<'a, 's> Planner<'a, 's> {
             .iter()
             .map(|n| n.gpu_total > 0 && n.is_bin(avoid))
             .collect();
-        let (movables, on_node) = movables(ctx, movable, &target);
+        let Movables {
+            movables,
+            on_node,
+            refused,
+        } = movables(ctx, movable, &target);
         let surges = Surges::new(ctx);
         let Pending { needs, classes } = pending(ctx, &surges, &host, &movables);
         let Pools {
@@ -61,7 +66,7 @@ impl<'a, 's> Planner<'a, 's> {
             open_to_fit: Default::default(),
             open_to_make_room: Default::default(),
             allowed: RefCell::new(vec![vec![0u8; nodes]; shapes]),
-            refused: Default::default(),
+            refused,
             gpus_only: false,
             fixed,
             free: cluster.nodes.iter().map(|n| n.gpu_free).collect(),
@@ -104,16 +109,18 @@ impl<'a, 's> Planner<'a, 's> {
 }
 
 /// The Instances the plan may move (movable, holding GPUs, wholly on target nodes: node health
-/// moves the others), and per node the movables with a pod there, in eviction order (largest
-/// share of the node first).
-fn movables(
-    ctx: &Context<'_>,
-    movable: &[bool],
-    target: &[bool],
-) -> (Vec<Movable>, Vec<Vec<usize>>) {
+/// moves the others; not moved within the hour), per node the movables with a pod there, in
+/// eviction order (largest share of the node first, then the oldest workload), and the
+/// (pod, node) placements refused because the Instance left that node within the day.
+fn movables(ctx: &Context<'_>, movable: &[bool], target: &[bool]) -> Movables {
     let cluster = &ctx.cluster;
     let mut movables = Vec::new();
     let mut on_node = vec![Vec::new(); cluster.nodes.len()];
+    let mut refused = FxHashSet::default();
+    let defrag = &ctx.config.defragmentation;
+    let horizon = defrag
+        .holding()
+        .then(|| SignedDuration::from_mins(defrag.hold_minutes));
     for (i, inst) in cluster.instances.iter().enumerate() {
         let Some(pool) = inst.pool.clone().filter(|_| movable[i] && inst.gpus > 0) else {
             continue;
@@ -132,22 +139,58 @@ fn movables(
         if pods.is_empty() || pods.iter().any(|p| !target[p.node]) {
             continue;
         }
+        // No move is undone (beyond the reference): an Instance moved within the hour stays
+        // where it is, and none goes back to a node it left within the day.
+        let moves = cluster.moves_of(i, ctx.now() - SignedDuration::from_hours(24));
+        if moves
+            .iter()
+            .any(|&(_, t)| ctx.now().duration_since(t) < SignedDuration::from_hours(1))
+        {
+            continue;
+        }
+        for n in moves
+            .iter()
+            .filter_map(|&(node, _)| cluster.node_index(node))
+        {
+            refused.extend(pods.iter().map(|p| (p.pod, n)));
+        }
         let m = movables.len();
         for p in &pods {
             if !on_node[p.node].contains(&m) {
                 on_node[p.node].push(m);
             }
         }
+        let young = horizon.is_some_and(|h| {
+            cluster
+                .instance_created(i)
+                .is_some_and(|t| ctx.now().duration_since(t) < h)
+        });
         movables.push(Movable {
             instance: i,
             pods,
             pool,
+            young,
         });
     }
+    // Among equals, the longest-standing workload first: serving lifetimes are heavy-tailed,
+    // so the young are the likeliest to leave on their own and free the node without a move.
     for (n, list) in on_node.iter_mut().enumerate() {
-        list.sort_by_key(|&m| (std::cmp::Reverse(movables[m].gpus_on(n)), m));
+        list.sort_by_key(|&m| {
+            let created = cluster.instance_created(movables[m].instance);
+            (std::cmp::Reverse(movables[m].gpus_on(n)), created, m)
+        });
     }
-    (movables, on_node)
+    Movables {
+        movables,
+        on_node,
+        refused,
+    }
+}
+
+struct Movables {
+    movables: Vec<Movable>,
+    on_node: Vec<Vec<usize>>,
+    refused: FxHashSet<(usize, usize)>,
 }
 
 /// The pending pods, largest first, and their classes: pods with the same node constraints and
