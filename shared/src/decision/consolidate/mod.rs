@@ -6,8 +6,9 @@
 //! fit); what they take is reserved. An action frees room on one node by moving the fewest of
 //! its movable Instances (largest first, then the oldest) onto other nodes' unreserved room,
 //! so no pending pod already placeable loses its place and every step is a surge with room
-//! for the new pods while the old ones run; no move is undone (`setup::movables`); a pod larger than any room first moves a smaller Instance out of
-//! the node with the most room, to make it. Each round takes the action that makes the most
+//! for the new pods while the old ones run; no move is undone (`setup::movables`); a pod
+//! larger than any room first moves a smaller Instance out of the node with the most room, to
+//! make it. Each round takes the action that makes the most
 //! pending GPUs placeable per move; the plan stops when no action makes anything more
 //! placeable.
 //!

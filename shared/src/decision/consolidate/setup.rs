@@ -108,6 +108,11 @@ impl<'a, 's> Planner<'a, 's> {
     }
 }
 
+/// No move is undone (beyond the reference): an Instance whose last move ended this recently
+/// stays where it is, and none goes back to a node it left this recently.
+const MOVED_LATELY: SignedDuration = SignedDuration::from_hours(1);
+const LEFT_LATELY: SignedDuration = SignedDuration::from_hours(24);
+
 /// The Instances the plan may move (movable, holding GPUs, wholly on target nodes: node health
 /// moves the others; not moved within the hour), per node the movables with a pod there, in
 /// eviction order (largest share of the node first, then the oldest workload), and the
@@ -139,12 +144,10 @@ fn movables(ctx: &Context<'_>, movable: &[bool], target: &[bool]) -> Movables {
         if pods.is_empty() || pods.iter().any(|p| !target[p.node]) {
             continue;
         }
-        // No move is undone (beyond the reference): an Instance moved within the hour stays
-        // where it is, and none goes back to a node it left within the day.
-        let moves = cluster.moves_of(i, ctx.now() - SignedDuration::from_hours(24));
+        let moves = cluster.moves_of(i, ctx.now() - LEFT_LATELY);
         if moves
             .iter()
-            .any(|&(_, t)| ctx.now().duration_since(t) < SignedDuration::from_hours(1))
+            .any(|&(_, t)| ctx.now().duration_since(t) < MOVED_LATELY)
         {
             continue;
         }
