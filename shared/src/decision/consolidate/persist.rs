@@ -96,8 +96,8 @@ fn waiting_pod(ctx: &Context<'_>, uid: &str) -> Result<usize, (HoldReason, &'sta
 pub fn kept_holds(ctx: &Context<'_>, enabled: bool) -> (Vec<(usize, usize)>, Vec<HoldChange>) {
     let cluster = &ctx.cluster;
     let mut kept: Vec<(usize, usize)> = Vec::new();
-    // Per kept hold: how long it has left.
-    let mut left: Vec<SignedDuration> = Vec::new();
+    // Per kept hold: its node and how long it has left.
+    let mut held: Vec<(usize, SignedDuration)> = Vec::new();
     let mut releases = Vec::new();
     let mut all = holds(ctx);
     // The oldest stand; a hold without a time sorts first and expires.
@@ -135,7 +135,10 @@ pub fn kept_holds(ctx: &Context<'_>, enabled: bool) -> (Vec<(usize, usize)>, Vec
                 let held_for = hold
                     .since
                     .map_or_else(Default::default, |t| ctx.now().duration_since(t));
-                left.push(SignedDuration::from_mins(hold_minutes) - held_for);
+                held.push((
+                    hold.node,
+                    SignedDuration::from_mins(hold_minutes) - held_for,
+                ));
                 kept.push((hold.node, pod));
             }
             Err((reason, why)) => releases.push(hold_change(
@@ -151,13 +154,9 @@ pub fn kept_holds(ctx: &Context<'_>, enabled: bool) -> (Vec<(usize, usize)>, Vec
     // The nearest to empty first: the budget's moves go to those first. GPUs of workloads
     // younger than the hold has left count as leaving on their own (lifetimes are heavy
     // tailed: a workload is likely to run about as long again as it has run).
-    let departing = departing_by_node(ctx);
-    let held: Vec<(usize, SignedDuration)> = kept
-        .iter()
-        .zip(&left)
-        .map(|(&(node, _), &l)| (node, l))
-        .collect();
-    let young = young_gpus(ctx, &held);
+    let leaving = departing_pods(ctx);
+    let departing = gpus_by_node(ctx, &leaving);
+    let young = young_gpus(ctx, &held, &leaving);
     let mut order: Vec<(i64, i64, usize)> = Vec::with_capacity(kept.len());
     for (k, &(node, pod)) in kept.iter().enumerate() {
         let need = cluster.pods[pod].gpus - cluster.nodes[node].gpu_free - departing[node];
@@ -278,9 +277,12 @@ pub fn change_for(
 
 /// Per `(node, within)`: the GPUs on the node of Instances whose workloads were created less
 /// than `within` ago and that no migration is taking off it.
-fn young_gpus(ctx: &Context<'_>, held: &[(usize, SignedDuration)]) -> Vec<i64> {
+fn young_gpus(
+    ctx: &Context<'_>,
+    held: &[(usize, SignedDuration)],
+    departing: &[(usize, usize)],
+) -> Vec<i64> {
     let cluster = &ctx.cluster;
-    let departing = departing_pods(ctx);
     let mut slot = vec![None; cluster.nodes.len()];
     for (k, &(node, _)) in held.iter().enumerate() {
         slot[node] = Some(k);
@@ -334,8 +336,13 @@ pub fn departing_pods(ctx: &Context<'_>) -> Vec<(usize, usize)> {
 
 /// Per node: the GPUs that migrations in flight are taking off it.
 pub fn departing_by_node(ctx: &Context<'_>) -> Vec<i64> {
+    gpus_by_node(ctx, &departing_pods(ctx))
+}
+
+/// Per node: the GPUs of these (pod, node) pairs.
+fn gpus_by_node(ctx: &Context<'_>, pods: &[(usize, usize)]) -> Vec<i64> {
     let mut out = vec![0; ctx.cluster.nodes.len()];
-    for (p, n) in departing_pods(ctx) {
+    for &(p, n) in pods {
         out[n] += ctx.cluster.pods[p].gpus;
     }
     out
