@@ -522,6 +522,8 @@ fn task_objects(
     last["metadata"]["creationTimestamp"] = json!(pod_created);
     if node.is_none() {
         last["metadata"]["uid"] = json!(pending_uid(k));
+        // kube-scheduler stamps its first failed attempt, as the pod arrives.
+        last["status"]["conditions"][0]["lastTransitionTime"] = json!(pod_created);
         if pod.tolerates_hold {
             let toleration = hold::toleration(&pending_uid(k));
             match last["spec"]["tolerations"].as_array_mut() {
