@@ -364,6 +364,7 @@ fn replay(
             .collect::<HashMap<_, _>>(),
         writer: store::Writer::new(nodes, options.alfred.is_some()),
         holds: Vec::new(),
+        last_read: None,
     };
     let mut report = Report::default();
     let mut snapshot = options.snapshot.clone();
@@ -407,6 +408,7 @@ fn replay(
             report.pending_gpu_ms += (at - from) as u128 * waiting_gpus as u128;
         }
         world.now = world.now.max(at);
+        world.last_read = None;
         let now = world.now;
         match event {
             Event::Departure(k) => world.depart(k),

@@ -1,6 +1,8 @@
 //! The execute pass's store on a live cluster: reads through the same loader as every command,
 //! writes the journal ConfigMap and the request annotation.
 
+use std::sync::Arc;
+
 use alfred::execute::breaker;
 use alfred::execute::guard::{self, Fetched, GuardRead};
 use alfred::execute::journal;
@@ -19,21 +21,22 @@ pub struct ClusterStore {
     global: GlobalArgs,
     pub client: Client,
     /// The read taken when the store opened, returned by the first `observe`.
-    first: Option<(Snapshot, Timestamp)>,
+    first: Option<(Arc<Snapshot>, Timestamp)>,
     /// Where the journal ConfigMap lives, once found.
     journal_namespace: Option<String>,
 }
 
 impl ClusterStore {
     /// Connects and takes the first read.
-    pub async fn open(global: &GlobalArgs) -> Result<(ClusterStore, Snapshot, Timestamp)> {
+    pub async fn open(global: &GlobalArgs) -> Result<(ClusterStore, Arc<Snapshot>, Timestamp)> {
         let client = live::client(global).await?;
         let (mut snapshot, now) = read(global).await?;
         snapshot.migration_guard = read_guard(&client).await;
+        let snapshot = Arc::new(snapshot);
         let store = ClusterStore {
             global: global.clone(),
             client,
-            first: Some((snapshot.clone(), now)),
+            first: Some((Arc::clone(&snapshot), now)),
             journal_namespace: None,
         };
         Ok((store, snapshot, now))
@@ -86,7 +89,7 @@ pub fn doc_of(map: &ConfigMap) -> JournalDoc {
 }
 
 impl Store for ClusterStore {
-    async fn observe(&mut self) -> Result<(Snapshot, Timestamp), StoreError> {
+    async fn observe(&mut self) -> Result<(Arc<Snapshot>, Timestamp), StoreError> {
         if let Some(first) = self.first.take() {
             return Ok(first);
         }
@@ -94,7 +97,7 @@ impl Store for ClusterStore {
             .await
             .map_err(|e| StoreError::Observe(failure::describe(&e)))?;
         snapshot.migration_guard = read_guard(&self.client).await;
-        Ok((snapshot, now))
+        Ok((Arc::new(snapshot), now))
     }
 
     async fn read_journal(&mut self) -> Result<JournalDoc, StoreError> {

@@ -3,6 +3,8 @@
 
 use alfred::execute::journal;
 use alfred::execute::run::{JournalDoc, ServiceState, Store, StoreError};
+use std::sync::Arc;
+
 use alfred::snapshot::Snapshot;
 use anyhow::Result;
 use k8s_openapi::jiff::Timestamp;
@@ -11,7 +13,7 @@ use super::cluster::doc_of;
 use crate::{GlobalArgs, source};
 
 pub struct FileStore {
-    snapshot: Snapshot,
+    snapshot: Arc<Snapshot>,
     now: Timestamp,
     journal: JournalDoc,
 }
@@ -26,7 +28,7 @@ impl FileStore {
             .map(doc_of)
             .unwrap_or_default();
         Ok(FileStore {
-            snapshot,
+            snapshot: Arc::new(snapshot),
             now,
             journal,
         })
@@ -38,8 +40,8 @@ impl FileStore {
 }
 
 impl Store for FileStore {
-    async fn observe(&mut self) -> Result<(Snapshot, Timestamp), StoreError> {
-        Ok((self.snapshot.clone(), self.now))
+    async fn observe(&mut self) -> Result<(Arc<Snapshot>, Timestamp), StoreError> {
+        Ok((Arc::clone(&self.snapshot), self.now))
     }
 
     async fn read_journal(&mut self) -> Result<JournalDoc, StoreError> {

@@ -4,6 +4,8 @@
 pub mod cluster;
 mod file;
 
+use std::sync::Arc;
+
 use alfred::config::Config;
 use alfred::execute::arbiter::{self, Caps, DispatchHistory};
 use alfred::execute::breaker::Breaker;
@@ -55,7 +57,7 @@ impl PassStore {
 }
 
 impl Store for PassStore {
-    async fn observe(&mut self) -> Result<(Snapshot, Timestamp), StoreError> {
+    async fn observe(&mut self) -> Result<(Arc<Snapshot>, Timestamp), StoreError> {
         match self {
             PassStore::Cluster(s) => s.observe().await,
             PassStore::File(s) => s.observe().await,

@@ -3,6 +3,8 @@
 //! a JSON patch on the InferenceService. Every send is checked here, independently of Alfred's
 //! own bookkeeping, against the bounds it must keep.
 
+use std::sync::Arc;
+
 use alfred::execute::journal::Journal;
 use alfred::execute::run::{JournalDoc, ServiceState, Store, StoreError};
 use alfred::migration;
@@ -21,11 +23,17 @@ use alfred::execute::hold;
 const GUARD: &str = include_str!("../../tests/data/guard/installed.json");
 
 impl Store for World<'_, '_> {
-    async fn observe(&mut self) -> Result<(Snapshot, Timestamp), StoreError> {
-        let snapshot = self
-            .writer
-            .read(self.nodes, self.tasks, &self.live, &self.holds, false)
-            .map_err(StoreError::Observe)?;
+    async fn observe(&mut self) -> Result<(Arc<Snapshot>, Timestamp), StoreError> {
+        let snapshot = match &self.last_read {
+            Some(read) => Arc::clone(read),
+            None => {
+                let read = self
+                    .writer
+                    .read(self.nodes, self.tasks, &self.live, &self.holds, false)
+                    .map_err(StoreError::Observe)?;
+                Arc::clone(self.last_read.insert(Arc::new(read)))
+            }
+        };
         Ok((snapshot, timestamp(self.now)))
     }
 
@@ -109,6 +117,7 @@ impl Store for World<'_, '_> {
             return Err(refused("the patch removed the request".into()));
         };
         self.check_send(k, &payload);
+        self.last_read = None;
         let pod = &mut self.live[k];
         pod.request = Some((uuid, payload));
         pod.service_version += 1;

@@ -190,6 +190,9 @@ pub struct World<'c, 's> {
     pub node_index: std::collections::HashMap<String, usize>,
     pub writer: crate::store::Writer,
     pub holds: Vec<Held>,
+    /// The last read Alfred's store returned, until anything changes (every event clears it,
+    /// and so does a request): the recheck's read of an unchanged cluster is the same read.
+    pub last_read: Option<std::sync::Arc<alfred::snapshot::Snapshot>>,
 }
 
 impl<'c, 's> World<'c, 's> {

@@ -124,7 +124,16 @@ pub fn retention(ctx: &Context<'_>) -> k8s_openapi::jiff::SignedDuration {
 /// Loads and reconciles the journal (`state`: the ConfigMap's `state.json`, `None` when the
 /// ConfigMap or key is missing, which reads as an empty journal), then arbitrates.
 pub fn plan(ctx: &Context<'_>, state: Option<&str>, breaker: Option<&str>) -> Plan {
-    let decision = decision::plan(ctx);
+    plan_with(ctx, decision::plan(ctx), state, breaker)
+}
+
+/// `plan` with the decision already made on this very read.
+pub fn plan_with(
+    ctx: &Context<'_>,
+    decision: Decision,
+    state: Option<&str>,
+    breaker: Option<&str>,
+) -> Plan {
     let journal = load_and_reconcile(ctx, state, breaker);
     let (withheld, retry) = match &journal {
         Err(e) => (

@@ -3,6 +3,8 @@
 //! what makes a crash at any point recoverable: the journal entry is saved before the request
 //! is sent, and every journal write is conditional on the version that was read.
 
+use std::sync::Arc;
+
 use k8s_openapi::jiff::Timestamp;
 
 use super::breaker::Breaker;
@@ -83,8 +85,10 @@ pub enum PassError {
 /// Where the pass reads and writes.
 #[allow(async_fn_in_trait)]
 pub trait Store {
-    /// A fresh read of the cluster, and the time it was taken.
-    async fn observe(&mut self) -> Result<(Snapshot, Timestamp), StoreError>;
+    /// A fresh read of the cluster, and the time it was taken. A store returns its last read
+    /// again (the same `Arc`) only when nothing can have changed since: a pass then keeps
+    /// what it worked out on it.
+    async fn observe(&mut self) -> Result<(Arc<Snapshot>, Timestamp), StoreError>;
     async fn read_journal(&mut self) -> Result<JournalDoc, StoreError>;
     /// Saves both keys if the ConfigMap is still at `version`: the new version, or `None` when
     /// someone else wrote in between.
@@ -303,8 +307,17 @@ impl<S: Store> Pass<'_, '_, S> {
             ));
             return Err(Stop::Finished);
         }
-        let ctx = Context::build(&snapshot, self.config, now);
-        let fresh = dispatch::plan(&ctx, doc.state.as_deref(), doc.breaker.as_deref());
+        // The first read again at the same time: the same decision (the journal may differ).
+        let built;
+        let (ctx, decision) =
+            if std::ptr::eq(&*snapshot, self.first.snapshot) && now == self.first.now() {
+                (self.first, self.report.plan.decision.clone())
+            } else {
+                built = Context::build(&snapshot, self.config, now);
+                (&built, crate::decision::plan(&built))
+            };
+        let fresh =
+            dispatch::plan_with(ctx, decision, doc.state.as_deref(), doc.breaker.as_deref());
         if let Some(w) = &fresh.withheld {
             self.report.withheld = Some(w.clone());
             return Err(Stop::Finished);
@@ -324,7 +337,7 @@ impl<S: Store> Pass<'_, '_, S> {
                 continue;
             };
             let fingerprint = dispatch::fingerprint(first, instance);
-            match dispatch::preflight(rec, &fingerprint, &ctx, &fresh, &uuid) {
+            match dispatch::preflight(rec, &fingerprint, ctx, &fresh, &uuid) {
                 Ok(prepared) => {
                     let state = fresh.journal.map_err(PassError::from)?;
                     return Ok(Rechecked {
@@ -333,7 +346,7 @@ impl<S: Store> Pass<'_, '_, S> {
                         journal: state.journal,
                         breaker: state.breaker,
                         now,
-                        retention: dispatch::retention(&ctx),
+                        retention: dispatch::retention(ctx),
                     });
                 }
                 Err(w) => self.report.per_move.push((i, w)),
