@@ -26,7 +26,7 @@ pub struct Ledger {
 }
 
 /// A pod's requests as the ledger charges them: by column, and its non-zero cpu and memory.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Request {
     pub amounts: Vec<(usize, i64)>,
     pub non_zero: [i64; 2],
@@ -112,6 +112,11 @@ pub fn pod_requests(spec: &PodSpec) -> Vec<(&str, i64)> {
 
 impl Ledger {
     pub fn new(cluster: &Cluster<'_>) -> Ledger {
+        Ledger::with_requests(cluster).0
+    }
+
+    /// The ledger and every pod's requests (each pod's read once).
+    pub fn with_requests(cluster: &Cluster<'_>) -> (Ledger, Vec<Request>) {
         let mut ledger = Ledger {
             columns: HashMap::new(),
             names: Vec::new(),
@@ -132,14 +137,17 @@ impl Ledger {
                 }
             }
         }
-        for p in cluster.pods.iter().filter(|p| !p.terminal) {
-            let Some(n) = p.host else {
-                continue;
-            };
-            let request = ledger.requests_of(&p.pod.spec);
-            ledger.add(n, &request);
+        let requests: Vec<Request> = cluster
+            .pods
+            .iter()
+            .map(|p| ledger.requests_of(&p.pod.spec))
+            .collect();
+        for (p, request) in cluster.pods.iter().zip(&requests) {
+            if let Some(n) = p.host.filter(|_| !p.terminal) {
+                ledger.add(n, request);
+            }
         }
-        ledger
+        (ledger, requests)
     }
 
     fn column(&mut self, name: &str) -> usize {

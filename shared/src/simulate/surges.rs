@@ -24,12 +24,7 @@ pub struct Surges<'a, 's> {
 impl<'a, 's> Surges<'a, 's> {
     pub fn new(ctx: &'a Context<'s>) -> Surges<'a, 's> {
         let cluster = &ctx.cluster;
-        let mut ledger = Ledger::new(cluster);
-        let requests = cluster
-            .pods
-            .iter()
-            .map(|p| ledger.requests_of(&p.pod.spec))
-            .collect();
+        let (ledger, requests) = Ledger::with_requests(cluster);
         Surges {
             ctx,
             ledger,
@@ -51,6 +46,11 @@ impl<'a, 's> Surges<'a, 's> {
         }
     }
 
+    /// The pod's requests as the ledger charges them.
+    pub fn request(&self, pod: usize) -> &Request {
+        &self.requests[pod]
+    }
+
     /// Where the pod runs as the applied moves leave it.
     pub fn node_of(&self, pod: usize) -> Option<usize> {
         self.at[pod]
@@ -66,6 +66,18 @@ impl<'a, 's> Surges<'a, 's> {
     /// NodeResourcesFit for the pod on node `n` with `staged` changes on top of the applied
     /// moves: (node, pod, arriving) for pods of moves being worked out.
     pub fn has_room(&self, pod: usize, n: usize, staged: &[&[(usize, usize, bool)]]) -> bool {
+        self.has_room_with(pod, n, &self.staged_on(n, staged))
+    }
+
+    /// `has_room` with the staged changes on the node already summed (`staged_on`), for many
+    /// pods checked against the same changes.
+    pub fn has_room_with(&self, pod: usize, n: usize, (extra, pods): &(Request, i64)) -> bool {
+        filters::fits_with(&self.ledger, &self.requests[pod], n, extra, *pods)
+    }
+
+    /// What `staged` changes on node `n`: the requests arriving less those leaving, and the
+    /// pod count's change.
+    pub fn staged_on(&self, n: usize, staged: &[&[(usize, usize, bool)]]) -> (Request, i64) {
         let mut extra = Request::default();
         let mut pods = 0i64;
         for &(_, p, arriving) in staged.iter().copied().flatten().filter(|s| s.0 == n) {
@@ -79,7 +91,7 @@ impl<'a, 's> Surges<'a, 's> {
                 }
             }
         }
-        filters::fits_with(&self.ledger, &self.requests[pod], n, &extra, pods)
+        (extra, pods)
     }
 
     /// Checks and, when every pod passes, makes one move: each pod of `placements` (pod,

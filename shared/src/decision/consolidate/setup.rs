@@ -12,7 +12,7 @@ use super::{Movable, MovablePod, Need, Planner, shape_key};
 use crate::decision::surge;
 use crate::model::context::Context;
 use crate::simulate::filters::fixed_on;
-use crate::simulate::{Surges, pod_requests};
+use crate::simulate::{Request, Surges};
 
 impl<'a, 's> Planner<'a, 's> {
     pub(super) fn new(ctx: &'a Context<'s>, movable: &[bool]) -> Self {
@@ -52,7 +52,7 @@ impl<'a, 's> Planner<'a, 's> {
             shape_of,
             shapes,
             fit_of,
-        } = fits(ctx, &movables);
+        } = fits(ctx, &surges, &movables);
         let mut fixed: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_used).collect();
         for p in movables.iter().flat_map(|m| &m.pods) {
             fixed[p.node] -= p.gpus;
@@ -219,20 +219,23 @@ fn pending(
     for (pod, node) in super::persist::departing_pods(ctx) {
         departures[node].push((node, pod, false));
     }
-    let mut class_of: HashMap<String, usize> = HashMap::new();
+    let emptied: Vec<_> = (0..cluster.nodes.len())
+        .map(|n| surges.staged_on(n, &[&departures[n]]))
+        .collect();
+    let mut class_of: HashMap<(String, &Request), usize> = HashMap::new();
     let mut classes: Vec<Vec<bool>> = Vec::new();
     let mut needs: Vec<Need> = Vec::new();
     for pending in &cluster.pending {
         let pod = &cluster.pods[pending.pod];
         let spec = &pod.pod.spec;
-        let key = format!("{}{:?}", shape_key(ctx, pending.pod), pod_requests(spec));
+        let key = (shape_key(ctx, pending.pod), surges.request(pending.pod));
         let class = *class_of.entry(key).or_insert_with(|| {
             classes.push(
                 (0..cluster.nodes.len())
                     .map(|n| {
                         host[n]
                             && fixed_on(ctx, pod.namespace, spec, n).passes()
-                            && surges.has_room(pending.pod, n, &[&departures[n]])
+                            && surges.has_room_with(pending.pod, n, &emptied[n])
                     })
                     .collect(),
             );
@@ -323,23 +326,20 @@ struct Fits {
     fit_of: FxHashMap<usize, usize>,
 }
 
-fn fits(ctx: &Context<'_>, movables: &[Movable]) -> Fits {
+fn fits(ctx: &Context<'_>, surges: &Surges<'_, '_>, movables: &[Movable]) -> Fits {
     let mut shape_index: HashMap<String, usize> = HashMap::new();
-    let mut fit_index: HashMap<String, usize> = HashMap::new();
+    let mut fit_index: HashMap<(usize, &Request), usize> = HashMap::new();
     let mut shape_of = FxHashMap::default();
     let mut fit_of = FxHashMap::default();
     for p in movables.iter().flat_map(|m| &m.pods) {
-        let shape = shape_key(ctx, p.pod);
-        let requests = pod_requests(&ctx.cluster.pods[p.pod].pod.spec);
-        let next = fit_index.len();
-        fit_of.insert(
-            p.pod,
-            *fit_index
-                .entry(format!("{shape}{requests:?}"))
-                .or_insert(next),
-        );
         let next = shape_index.len();
-        shape_of.insert(p.pod, *shape_index.entry(shape).or_insert(next));
+        let shape = *shape_index.entry(shape_key(ctx, p.pod)).or_insert(next);
+        shape_of.insert(p.pod, shape);
+        let next = fit_index.len();
+        let fit = *fit_index
+            .entry((shape, surges.request(p.pod)))
+            .or_insert(next);
+        fit_of.insert(p.pod, fit);
     }
     Fits {
         shape_of,
