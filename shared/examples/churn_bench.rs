@@ -268,7 +268,8 @@ struct Report {
     pending_gpu_ms: u128,
     frag_gpu_ms: u128,
     samples: usize,
-    /// Wall time spent writing and repacking the samples' snapshots, and in Alfred's passes.
+    /// Time spent reading the samples' snapshots and repacking them (on a second thread,
+    /// beside the replay), and in Alfred's passes.
     sample_seconds: f64,
     pass_seconds: f64,
     arrivals: usize,
@@ -397,82 +398,111 @@ fn replay(
         world.push(every, Event::Pass);
     }
 
-    let mut waiting_gpus: i64 = 0;
-    while let Some(std::cmp::Reverse((at, event))) = world.events.pop() {
-        if at >= end {
-            break;
+    // Samples are repacked on a second thread while the replay goes on (a bounded queue keeps
+    // at most two reads waiting); their sum does not depend on when each is done.
+    let (to_repack, reads) = std::sync::mpsc::sync_channel::<(Snapshot, u64)>(2);
+    let repack = |reads: std::sync::mpsc::Receiver<(Snapshot, u64)>| {
+        let (mut fixable_ms, mut seconds) = (0u128, 0.0);
+        for (read, now) in reads {
+            let clock = Instant::now();
+            fixable_ms += SAMPLE as u128 * fixable_gpus(&read, &base.1, now) as u128;
+            seconds += clock.elapsed().as_secs_f64();
         }
-        // Waiting GPU time in the window, up to this event.
-        let from = world.now.max(start);
-        if at > from {
-            report.pending_gpu_ms += (at - from) as u128 * waiting_gpus as u128;
-        }
-        world.now = world.now.max(at);
-        world.last_read = None;
-        let now = world.now;
-        match event {
-            Event::Departure(k) => world.depart(k),
-            Event::Arrival => {
-                let row = world.rng.below(tasks.len());
-                world.arrive(row, runs(&tasks[row]));
-                if now >= start {
-                    report.arrivals += 1;
+        (fixable_ms, seconds)
+    };
+    std::thread::scope(|scope| {
+        let repacked = scope.spawn(move || repack(reads));
+        let mut replay = || -> Result<(), String> {
+            let mut waiting_gpus: i64 = 0;
+            while let Some(std::cmp::Reverse((at, event))) = world.events.pop() {
+                if at >= end {
+                    break;
                 }
-                let gap = -mean_gap_ms * (1.0 - uniform(&mut world.rng)).ln();
-                world.push(now + gap.max(1.0) as u64, Event::Arrival);
-            }
-            Event::Sample => {
-                if let Some((at, path)) = &snapshot
-                    && now as f64 >= at * MINUTE as f64
-                {
-                    let text =
-                        world
-                            .writer
-                            .write(world.nodes, world.tasks, &world.live, &world.holds)?;
-                    std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))?;
-                    snapshot = None;
+                // Waiting GPU time in the window, up to this event.
+                let from = world.now.max(start);
+                if at > from {
+                    report.pending_gpu_ms += (at - from) as u128 * waiting_gpus as u128;
                 }
-                if world.waiting.iter().any(|w| !w.surge) {
-                    report.samples += 1;
-                    let clock = Instant::now();
-                    let fixable = fixable_gpus(&mut world, &base.1)?;
-                    report.sample_seconds += clock.elapsed().as_secs_f64();
-                    report.frag_gpu_ms += SAMPLE as u128 * fixable as u128;
-                }
-                world.push(now + SAMPLE, Event::Sample);
-            }
-            Event::Pass => {
-                let config = options.alfred.as_ref().expect("passes run with Alfred on");
-                let clock = Instant::now();
-                let pass = run::run_pass(&mut world, config, run::Options::default());
-                match store::futures_lite(pass) {
-                    Ok(report) => {
-                        world.apply_holds(&report);
-                        if options.log {
-                            log_pass(now, &report);
+                world.now = world.now.max(at);
+                world.last_read = None;
+                let now = world.now;
+                match event {
+                    Event::Departure(k) => world.depart(k),
+                    Event::Arrival => {
+                        let row = world.rng.below(tasks.len());
+                        world.arrive(row, runs(&tasks[row]));
+                        if now >= start {
+                            report.arrivals += 1;
                         }
+                        let gap = -mean_gap_ms * (1.0 - uniform(&mut world.rng)).ln();
+                        world.push(now + gap.max(1.0) as u64, Event::Arrival);
                     }
-                    Err(e) => {
-                        world.counters.pass_errors += 1;
-                        world.counters.first_error.get_or_insert(e.to_string());
+                    Event::Sample => {
+                        if let Some((at, path)) = &snapshot
+                            && now as f64 >= at * MINUTE as f64
+                        {
+                            let text = world.writer.write(
+                                world.nodes,
+                                world.tasks,
+                                &world.live,
+                                &world.holds,
+                            )?;
+                            std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))?;
+                            snapshot = None;
+                        }
+                        if world.waiting.iter().any(|w| !w.surge) {
+                            report.samples += 1;
+                            let clock = Instant::now();
+                            let read =
+                                (world.writer).read(world.nodes, tasks, &world.live, &[], true)?;
+                            report.sample_seconds += clock.elapsed().as_secs_f64();
+                            to_repack
+                                .send((read, now))
+                                .map_err(|_| "the repacking thread stopped")?;
+                        }
+                        world.push(now + SAMPLE, Event::Sample);
                     }
+                    Event::Pass => {
+                        let config = options.alfred.as_ref().expect("passes run with Alfred on");
+                        let clock = Instant::now();
+                        let pass = run::run_pass(&mut world, config, run::Options::default());
+                        match store::futures_lite(pass) {
+                            Ok(report) => {
+                                world.apply_holds(&report);
+                                if options.log {
+                                    log_pass(now, &report);
+                                }
+                            }
+                            Err(e) => {
+                                world.counters.pass_errors += 1;
+                                world.counters.first_error.get_or_insert(e.to_string());
+                            }
+                        }
+                        world.counters.passes += 1;
+                        world.operator();
+                        report.pass_seconds += clock.elapsed().as_secs_f64();
+                        world.push(now + pass_every.expect("on"), Event::Pass);
+                    }
+                    Event::Ome(k, serial, step) => world.ome_step(k, serial, step),
                 }
-                world.counters.passes += 1;
-                world.operator();
-                report.pass_seconds += clock.elapsed().as_secs_f64();
-                world.push(now + pass_every.expect("on"), Event::Pass);
+                world.retry_queue();
+                waiting_gpus = world
+                    .waiting
+                    .iter()
+                    .filter(|w| !w.surge)
+                    .map(|w| tasks[world.live[w.task].row].holds())
+                    .sum();
             }
-            Event::Ome(k, serial, step) => world.ome_step(k, serial, step),
-        }
-        world.retry_queue();
-        waiting_gpus = world
-            .waiting
-            .iter()
-            .filter(|w| !w.surge)
-            .map(|w| tasks[world.live[w.task].row].holds())
-            .sum();
-    }
-    report.pending_gpu_ms += (end - world.now.max(start)) as u128 * waiting_gpus as u128;
+            report.pending_gpu_ms += (end - world.now.max(start)) as u128 * waiting_gpus as u128;
+            Ok(())
+        };
+        let replayed = replay();
+        drop(to_repack);
+        let (fixable_ms, seconds) = repacked.join().expect("the repacking thread");
+        report.frag_gpu_ms = fixable_ms;
+        report.sample_seconds += seconds;
+        replayed
+    })?;
     for pod in world
         .live
         .iter()
@@ -529,13 +559,10 @@ fn cluster_context(nodes: &[TraceNode]) -> Result<(Snapshot, Config), String> {
 
 /// GPUs of the waiting tasks that an ideal repack of the movable Instances would seat: the
 /// cluster as it stands written as a snapshot (what a fresh read would return) and repacked.
-fn fixable_gpus(world: &mut World<'_, '_>, config: &Config) -> Result<i64, String> {
-    let snapshot = world
-        .writer
-        .read(world.nodes, world.tasks, &world.live, &[], true)?;
-    let ctx = Context::build(&snapshot, config, timestamp(world.now));
+fn fixable_gpus(snapshot: &Snapshot, config: &Config, now: u64) -> i64 {
+    let ctx = Context::build(snapshot, config, timestamp(now));
     let movable = movable(&ctx);
     let repackable = repack::repackable(&ctx.cluster, &movable);
     let free_ideal = repack::all_resources(&ctx, &repackable);
-    Ok(consolidate::placeable(&ctx, &movable, &free_ideal).pending_gpus)
+    consolidate::placeable(&ctx, &movable, &free_ideal).pending_gpus
 }
