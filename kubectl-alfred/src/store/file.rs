@@ -1,10 +1,10 @@
 //! The execute pass's store on a snapshot file: every read is the file as read once (with the
 //! journal ConfigMap it carries), and nothing is written, so only dry runs use it.
 
-use alfred::execute::journal;
-use alfred::execute::run::{JournalDoc, ServiceState, Store, StoreError};
 use std::sync::Arc;
 
+use alfred::execute::journal;
+use alfred::execute::run::{JournalDoc, ServiceState, Store, StoreError};
 use alfred::snapshot::Snapshot;
 use anyhow::Result;
 use k8s_openapi::jiff::Timestamp;
