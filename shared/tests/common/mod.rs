@@ -117,7 +117,7 @@ impl World {
         self.items.push(
             json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
             "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}"),
-                "resourceVersion": "1", "generation": 1},
+                "resourceVersion": "1", "generation": 1, "creationTimestamp": ago(310)},
             "spec": {"deploymentMode": "OMENative", "model": {"name": "m", "kind": "ClusterBaseModel"},
                      "engine": {"minReplicas": n, "maxReplicas": n}}}),
         );
@@ -125,6 +125,7 @@ impl World {
         for (i, (node, gpus)) in placements.iter().enumerate() {
             self.items.push(json!({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": format!("{name}-engine-{i}-default-0"), "namespace": ns,
+                    "creationTimestamp": ago(300),
                     "labels": {"ome.io/inferenceservice": name, "component": "engine",
                                "ome.io/managed-by": "OMENative", "ome.io/instance-index": i.to_string(),
                                "ome.io/instance-incarnation": "1", "ome.io/runner": "default",
@@ -142,7 +143,7 @@ impl World {
         }
         self.items.push(json!({"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
             "metadata": {"name": format!("{name}-engine"), "namespace": ns, "generation": 1,
-                "uid": format!("uid-{name}-engine"),
+                "uid": format!("uid-{name}-engine"), "creationTimestamp": ago(310),
                 "ownerReferences": [{"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
                     "name": name, "uid": format!("uid-{name}"), "controller": true}]},
             "spec": {"component": "engine", "parentRef": {"name": name}, "replicas": n,
