@@ -400,11 +400,12 @@ fn replay(
 
     // Samples are repacked on a second thread while the replay goes on (a bounded queue keeps
     // at most two reads waiting); their sum does not depend on when each is done.
-    let (to_repack, reads) = std::sync::mpsc::sync_channel::<(Snapshot, u64)>(2);
-    let repack = |reads: std::sync::mpsc::Receiver<(Snapshot, u64)>| {
+    let (to_repack, reads) = std::sync::mpsc::sync_channel::<(store::Parts, u64)>(2);
+    let repack = |reads: std::sync::mpsc::Receiver<(store::Parts, u64)>| {
         let (mut fixable_ms, mut seconds) = (0u128, 0.0);
         for (read, now) in reads {
             let clock = Instant::now();
+            let read = read.assemble();
             fixable_ms += SAMPLE as u128 * fixable_gpus(&read, &base.1, now) as u128;
             seconds += clock.elapsed().as_secs_f64();
         }
@@ -454,7 +455,7 @@ fn replay(
                             report.samples += 1;
                             let clock = Instant::now();
                             let read =
-                                (world.writer).read(world.nodes, tasks, &world.live, &[], true)?;
+                                (world.writer).parts(world.nodes, tasks, &world.live, &[], true)?;
                             report.sample_seconds += clock.elapsed().as_secs_f64();
                             to_repack
                                 .send((read, now))

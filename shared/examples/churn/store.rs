@@ -360,7 +360,24 @@ pub struct Writer {
 struct Written {
     version: u64,
     text: String,
-    read: Snapshot,
+    read: Arc<Snapshot>,
+}
+
+/// A read in parts: the cluster's own objects, then each task's. Putting them together is
+/// most of a read's work, so it can be done on another thread.
+pub struct Parts {
+    cluster: Snapshot,
+    tasks: Vec<Arc<Snapshot>>,
+}
+
+impl Parts {
+    pub fn assemble(self) -> Snapshot {
+        let mut snapshot = self.cluster;
+        for task in self.tasks {
+            snapshot.append(Arc::unwrap_or_clone(task));
+        }
+        snapshot
+    }
 }
 
 fn read_list(items: &str) -> Result<Snapshot, String> {
@@ -398,6 +415,18 @@ impl Writer {
         holds: &[Held],
         sample: bool,
     ) -> Result<Snapshot, String> {
+        Ok(self.parts(nodes, tasks, live, holds, sample)?.assemble())
+    }
+
+    /// `read` in parts, to be put together later.
+    pub fn parts(
+        &mut self,
+        nodes: &[TraceNode],
+        tasks: &[Task],
+        live: &[Live],
+        holds: &[Held],
+        sample: bool,
+    ) -> Result<Parts, String> {
         let mut snapshot = self.cluster_read.clone();
         for &h in holds {
             let text = held_node(&self.cluster[h.node + 1], h).to_string();
@@ -410,18 +439,22 @@ impl Writer {
                 *node = held;
             }
         }
+        let mut parts = Vec::with_capacity(live.len());
         for (k, pod) in live.iter().enumerate() {
             if pod.gone() {
                 continue;
             }
             if sample && (pod.migration.is_some() || !pod.ended.is_empty()) {
                 let text = objects_text(k, pod, tasks, nodes, true);
-                snapshot.append(read_list(&text)?);
+                parts.push(Arc::new(read_list(&text)?));
                 continue;
             }
-            snapshot.append(self.written(k, pod, tasks, nodes)?.read.clone());
+            parts.push(Arc::clone(&self.written(k, pod, tasks, nodes)?.read));
         }
-        Ok(snapshot)
+        Ok(Parts {
+            cluster: snapshot,
+            tasks: parts,
+        })
     }
 
     /// The cluster now as the API server would list it (`read`'s objects as text).
@@ -466,7 +499,7 @@ impl Writer {
         let slot = &mut self.written[k];
         if !matches!(slot, Some(w) if w.version == pod.version) {
             let text = objects_text(k, pod, tasks, nodes, false);
-            let read = read_list(&text)?;
+            let read = Arc::new(read_list(&text)?);
             *slot = Some(Written {
                 version: pod.version,
                 text,
