@@ -401,109 +401,101 @@ fn replay(
     // Samples are repacked on a second thread while the replay goes on (a bounded queue keeps
     // at most two reads waiting); their sum does not depend on when each is done.
     let (to_repack, reads) = std::sync::mpsc::sync_channel::<(store::Parts, u64)>(2);
-    let repack = |reads: std::sync::mpsc::Receiver<(store::Parts, u64)>| {
+    let sample_config = base.1.clone();
+    let repacker = std::thread::spawn(move || {
         let (mut fixable_ms, mut seconds) = (0u128, 0.0);
         for (read, now) in reads {
             let clock = Instant::now();
             let read = read.assemble();
-            fixable_ms += SAMPLE as u128 * fixable_gpus(&read, &base.1, now) as u128;
+            fixable_ms += SAMPLE as u128 * fixable_gpus(&read, &sample_config, now) as u128;
             seconds += clock.elapsed().as_secs_f64();
         }
         (fixable_ms, seconds)
-    };
-    std::thread::scope(|scope| {
-        let repacked = scope.spawn(move || repack(reads));
-        let mut replay = || -> Result<(), String> {
-            let mut waiting_gpus: i64 = 0;
-            while let Some(std::cmp::Reverse((at, event))) = world.events.pop() {
-                if at >= end {
-                    break;
+    });
+    let mut waiting_gpus: i64 = 0;
+    while let Some(std::cmp::Reverse((at, event))) = world.events.pop() {
+        if at >= end {
+            break;
+        }
+        // Waiting GPU time in the window, up to this event.
+        let from = world.now.max(start);
+        if at > from {
+            report.pending_gpu_ms += (at - from) as u128 * waiting_gpus as u128;
+        }
+        world.now = world.now.max(at);
+        world.last_read = None;
+        let now = world.now;
+        match event {
+            Event::Departure(k) => world.depart(k),
+            Event::Arrival => {
+                let row = world.rng.below(tasks.len());
+                world.arrive(row, runs(&tasks[row]));
+                if now >= start {
+                    report.arrivals += 1;
                 }
-                // Waiting GPU time in the window, up to this event.
-                let from = world.now.max(start);
-                if at > from {
-                    report.pending_gpu_ms += (at - from) as u128 * waiting_gpus as u128;
-                }
-                world.now = world.now.max(at);
-                world.last_read = None;
-                let now = world.now;
-                match event {
-                    Event::Departure(k) => world.depart(k),
-                    Event::Arrival => {
-                        let row = world.rng.below(tasks.len());
-                        world.arrive(row, runs(&tasks[row]));
-                        if now >= start {
-                            report.arrivals += 1;
-                        }
-                        let gap = -mean_gap_ms * (1.0 - uniform(&mut world.rng)).ln();
-                        world.push(now + gap.max(1.0) as u64, Event::Arrival);
-                    }
-                    Event::Sample => {
-                        if let Some((at, path)) = &snapshot
-                            && now as f64 >= at * MINUTE as f64
-                        {
-                            let text = world.writer.write(
-                                world.nodes,
-                                world.tasks,
-                                &world.live,
-                                &world.holds,
-                            )?;
-                            std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))?;
-                            snapshot = None;
-                        }
-                        if world.waiting.iter().any(|w| !w.surge) {
-                            report.samples += 1;
-                            let clock = Instant::now();
-                            let read =
-                                (world.writer).parts(world.nodes, tasks, &world.live, &[], true)?;
-                            report.sample_seconds += clock.elapsed().as_secs_f64();
-                            to_repack
-                                .send((read, now))
-                                .map_err(|_| "the repacking thread stopped")?;
-                        }
-                        world.push(now + SAMPLE, Event::Sample);
-                    }
-                    Event::Pass => {
-                        let config = options.alfred.as_ref().expect("passes run with Alfred on");
-                        let clock = Instant::now();
-                        let pass = run::run_pass(&mut world, config, run::Options::default());
-                        match store::futures_lite(pass) {
-                            Ok(report) => {
-                                world.apply_holds(&report);
-                                if options.log {
-                                    log_pass(now, &report);
-                                }
-                            }
-                            Err(e) => {
-                                world.counters.pass_errors += 1;
-                                world.counters.first_error.get_or_insert(e.to_string());
-                            }
-                        }
-                        world.counters.passes += 1;
-                        world.operator();
-                        report.pass_seconds += clock.elapsed().as_secs_f64();
-                        world.push(now + pass_every.expect("on"), Event::Pass);
-                    }
-                    Event::Ome(k, serial, step) => world.ome_step(k, serial, step),
-                }
-                world.retry_queue();
-                waiting_gpus = world
-                    .waiting
-                    .iter()
-                    .filter(|w| !w.surge)
-                    .map(|w| tasks[world.live[w.task].row].holds())
-                    .sum();
+                let gap = -mean_gap_ms * (1.0 - uniform(&mut world.rng)).ln();
+                world.push(now + gap.max(1.0) as u64, Event::Arrival);
             }
-            report.pending_gpu_ms += (end - world.now.max(start)) as u128 * waiting_gpus as u128;
-            Ok(())
-        };
-        let replayed = replay();
-        drop(to_repack);
-        let (fixable_ms, seconds) = repacked.join().expect("the repacking thread");
-        report.frag_gpu_ms = fixable_ms;
-        report.sample_seconds += seconds;
-        replayed
-    })?;
+            Event::Sample => {
+                if let Some((at, path)) = &snapshot
+                    && now as f64 >= at * MINUTE as f64
+                {
+                    let text =
+                        world
+                            .writer
+                            .write(world.nodes, world.tasks, &world.live, &world.holds)?;
+                    std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))?;
+                    snapshot = None;
+                }
+                if world.waiting.iter().any(|w| !w.surge) {
+                    report.samples += 1;
+                    let clock = Instant::now();
+                    let read = (world.writer).parts(world.nodes, tasks, &world.live, &[], true)?;
+                    report.sample_seconds += clock.elapsed().as_secs_f64();
+                    to_repack
+                        .send((read, now))
+                        .map_err(|_| "the repacking thread stopped")?;
+                }
+                world.push(now + SAMPLE, Event::Sample);
+            }
+            Event::Pass => {
+                let config = options.alfred.as_ref().expect("passes run with Alfred on");
+                let clock = Instant::now();
+                let pass = run::run_pass(&mut world, config, run::Options::default());
+                match store::futures_lite(pass) {
+                    Ok(report) => {
+                        world.apply_holds(&report);
+                        if options.log {
+                            log_pass(now, &report);
+                        }
+                    }
+                    Err(e) => {
+                        world.counters.pass_errors += 1;
+                        world.counters.first_error.get_or_insert(e.to_string());
+                    }
+                }
+                world.counters.passes += 1;
+                world.operator();
+                report.pass_seconds += clock.elapsed().as_secs_f64();
+                world.push(now + pass_every.expect("on"), Event::Pass);
+            }
+            Event::Ome(k, serial, step) => world.ome_step(k, serial, step),
+        }
+        world.retry_queue();
+        waiting_gpus = world
+            .waiting
+            .iter()
+            .filter(|w| !w.surge)
+            .map(|w| tasks[world.live[w.task].row].holds())
+            .sum();
+    }
+    report.pending_gpu_ms += (end - world.now.max(start)) as u128 * waiting_gpus as u128;
+    drop(to_repack);
+    let (fixable_ms, seconds) = repacker
+        .join()
+        .map_err(|_| "the repacking thread panicked")?;
+    report.frag_gpu_ms = fixable_ms;
+    report.sample_seconds += seconds;
     for pod in world
         .live
         .iter()

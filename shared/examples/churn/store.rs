@@ -29,8 +29,9 @@ impl Store for World<'_, '_> {
             None => {
                 let read = self
                     .writer
-                    .read(self.nodes, self.tasks, &self.live, &self.holds, false)
-                    .map_err(StoreError::Observe)?;
+                    .parts(self.nodes, self.tasks, &self.live, &self.holds, false)
+                    .map_err(StoreError::Observe)?
+                    .assemble();
                 Arc::clone(self.last_read.insert(Arc::new(read)))
             }
         };
@@ -403,22 +404,10 @@ impl Writer {
         }
     }
 
-    /// The cluster now as a read returns it, with Alfred's holds on their nodes. A `sample`
-    /// leaves out what only Alfred's own moves made: surge pods not yet bound and the rows of
-    /// migrations that ended (so cooldowns do not shrink what an ideal repack may move, with
-    /// Alfred on or off alike).
-    pub fn read(
-        &mut self,
-        nodes: &[TraceNode],
-        tasks: &[Task],
-        live: &[Live],
-        holds: &[Held],
-        sample: bool,
-    ) -> Result<Snapshot, String> {
-        Ok(self.parts(nodes, tasks, live, holds, sample)?.assemble())
-    }
-
-    /// `read` in parts, to be put together later.
+    /// The cluster now as a read returns it, with Alfred's holds on their nodes, in parts to be
+    /// put together (`Parts::assemble`). A `sample` leaves out what only Alfred's own moves
+    /// made: surge pods not yet bound and the rows of migrations that ended (so cooldowns do
+    /// not shrink what an ideal repack may move, with Alfred on or off alike).
     pub fn parts(
         &mut self,
         nodes: &[TraceNode],
@@ -457,7 +446,7 @@ impl Writer {
         })
     }
 
-    /// The cluster now as the API server would list it (`read`'s objects as text).
+    /// The cluster now as the API server would list it (`parts`' objects as text).
     pub fn write(
         &mut self,
         nodes: &[TraceNode],
