@@ -369,6 +369,9 @@ fn replay(
     };
     let mut report = Report::default();
     let mut snapshot = options.snapshot.clone();
+    // The trace's draws (the start state, which task arrives when) have their own stream, so
+    // runs of one seed see the same tasks whatever Alfred and the scheduler do.
+    let mut trace_rng = Rng::new(options.seed ^ 0x7ace);
 
     // The steady state: tasks present in proportion to their running times, each with a
     // uniformly drawn part of it left, until they hold LOAD x the GPUs.
@@ -380,11 +383,11 @@ fn replay(
     }
     let mut held = 0;
     while (held as f64) < options.load * gpus as f64 {
-        let x = uniform(&mut world.rng) * total;
+        let x = uniform(&mut trace_rng) * total;
         let row = cumulative.partition_point(|&c| c < x).min(tasks.len() - 1);
         held += tasks[row].holds();
         let lifetime = runs(&tasks[row]);
-        let left = ((uniform(&mut world.rng) * lifetime as f64) as u64).max(SHORTEST);
+        let left = ((uniform(&mut trace_rng) * lifetime as f64) as u64).max(SHORTEST);
         let k = world.arrive(row, left);
         world.live[k].ran_before = lifetime.saturating_sub(left);
     }
@@ -428,12 +431,12 @@ fn replay(
         match event {
             Event::Departure(k) => world.depart(k),
             Event::Arrival => {
-                let row = world.rng.below(tasks.len());
+                let row = trace_rng.below(tasks.len());
                 world.arrive(row, runs(&tasks[row]));
                 if now >= start {
                     report.arrivals += 1;
                 }
-                let gap = -mean_gap_ms * (1.0 - uniform(&mut world.rng)).ln();
+                let gap = -mean_gap_ms * (1.0 - uniform(&mut trace_rng)).ln();
                 world.push(now + gap.max(1.0) as u64, Event::Arrival);
             }
             Event::Sample => {
