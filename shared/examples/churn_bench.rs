@@ -469,7 +469,13 @@ fn replay(
                     Ok(report) => {
                         world.apply_holds(&report);
                         if options.log {
-                            log_pass(now, &report);
+                            let mut waiting: BTreeMap<i64, usize> = BTreeMap::new();
+                            for w in world.waiting.iter().filter(|w| !w.surge) {
+                                *waiting
+                                    .entry(tasks[world.live[w.task].row].holds())
+                                    .or_default() += 1;
+                            }
+                            log_pass(now, &report, &waiting);
                         }
                     }
                     Err(e) => {
@@ -519,8 +525,9 @@ fn replay(
     Ok(report)
 }
 
-/// One pass on stderr: the minute, what was sent or why nothing was, and how the rows ended.
-fn log_pass(now: u64, report: &run::Report) {
+/// One pass on stderr: the minute, what was sent or why nothing was, how the rows ended, the
+/// hold writes, and how many tasks wait by GPUs.
+fn log_pass(now: u64, report: &run::Report, waiting: &BTreeMap<i64, usize>) {
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     for row in report.rows() {
         let key = format!("{:?}/{}", row.outcome, row.why().unwrap_or("-"));
@@ -539,7 +546,7 @@ fn log_pass(now: u64, report: &run::Report) {
         .map(|h| h.message.as_str())
         .collect();
     eprintln!(
-        "{:>6.1} min {what} | {outcomes:?} | {holds:?}",
+        "{:>6.1} min {what} | {outcomes:?} | {holds:?} | waiting {waiting:?}",
         now as f64 / MINUTE as f64
     );
 }

@@ -64,7 +64,10 @@ named! {
         HoldPlaced = "HoldPlaced",
         /// The pod was scheduled (on the held node or elsewhere).
         HoldPodBound = "HoldPodBound",
-        /// The pod is gone, or was replaced.
+        /// The pod was scheduled or left, and the node goes to the next waiting pod it can
+        /// seat.
+        HoldHandedOver = "HoldHandedOver",
+        /// The pod is gone, was replaced, or has finished.
         HoldPodGone = "HoldPodGone",
         /// Held for `holdMinutes` without the pod binding.
         HoldExpired = "HoldExpired",

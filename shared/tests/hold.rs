@@ -57,8 +57,8 @@ fn holds(w: &World, config: &str) -> Vec<(String, String, bool, HoldReason)> {
 fn first_frees(w: &World, config: &str) -> String {
     w.with_ctx(config, |ctx| {
         let movable = alfred::decision::movable(ctx);
-        let kept = alfred::decision::consolidate::persist::kept_holds(ctx, true).0;
-        let anchors: Vec<usize> = kept.iter().map(|k| k.0).collect();
+        let found = alfred::decision::consolidate::persist::kept_holds(ctx, true);
+        let anchors: Vec<usize> = found.carried.iter().map(|k| k.0).collect();
         let plan = alfred::decision::consolidate::plan_from(ctx, &movable, None, &anchors);
         plan.steps[0].frees.clone()
     })
@@ -188,6 +188,127 @@ fn an_emptied_held_node_stands_until_the_pod_binds() {
     );
 }
 
+/// `cluster()` with a emptied (its Instances gone) and held for big-0 since 20 minutes ago.
+fn emptied_a() -> World {
+    let mut w = held(cluster(), "a", "big-0", 20);
+    w.items.retain(|o| {
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        !(o["kind"] == "Pod" && name.starts_with('x'))
+    });
+    w
+}
+
+#[test]
+fn a_node_whose_pod_left_goes_to_the_next_waiting_pod_it_seats_now() {
+    let mut gone = emptied_a();
+    gone.items
+        .retain(|o| o["metadata"]["name"] != "big-0" || o["kind"] != "Pod");
+    let decision = gone.decide(FOLLOW);
+    let handed = &decision.holds[0];
+    assert_eq!(
+        (handed.node.as_str(), handed.pod.as_str(), handed.place),
+        ("a", "big-1", true),
+        "{:?}",
+        decision.holds
+    );
+    assert_eq!(handed.reason, HoldReason::HoldHandedOver);
+    assert_eq!(handed.replaces.as_deref(), Some("uid-big-0"));
+    assert!(
+        handed
+            .message
+            .contains("which it seats now: the pod is gone"),
+        "{}",
+        handed.message
+    );
+    // Nothing else is held for big-1, and a is not held again.
+    assert_eq!(decision.holds.len(), 1, "{:?}", decision.holds);
+
+    // big-1 was held on d, which still needs a move: that hold gives way.
+    let moved_over = held(gone, "d", "big-1", 5);
+    assert_eq!(
+        holds(&moved_over, FOLLOW),
+        vec![
+            (
+                "d".into(),
+                "big-1".into(),
+                false,
+                HoldReason::HoldSuperseded
+            ),
+            ("a".into(), "big-1".into(), true, HoldReason::HoldHandedOver),
+        ]
+    );
+}
+
+#[test]
+fn two_nodes_are_never_handed_to_one_pod() {
+    // a and d both emptied, each for a pod that has left; big-1 alone waits.
+    let mut w = emptied_a().edit("Node", "d", |n| {
+        n["spec"]["taints"] =
+            json!([{"key": HELD_FOR, "value": "uid-left", "effect": "NoSchedule"}]);
+        n["metadata"]["annotations"] = json!({HELD_SINCE: ago(30)});
+    });
+    w.items.retain(|o| {
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        o["kind"] != "Pod" || (name != "big-0" && !name.starts_with("y1"))
+    });
+    let got = holds(&w, FOLLOW);
+    let handed: Vec<_> = got.iter().filter(|h| h.2).collect();
+    assert_eq!(handed.len(), 1, "{got:?}");
+    assert_eq!(
+        (handed[0].1.as_str(), handed[0].3),
+        ("big-1", HoldReason::HoldHandedOver)
+    );
+    assert!(
+        got.iter()
+            .any(|h| !h.2 && h.3 == HoldReason::HoldPodGone && h.0 != handed[0].0),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn a_node_stays_held_while_the_pod_it_was_held_for_runs_there() {
+    let running = emptied_a().edit("Pod", "big-0", |p| {
+        p["spec"]["nodeName"] = json!("a");
+        p["status"] = json!({"phase": "Running"});
+    });
+    // Nothing is written for a (full, so big-1 fits nowhere there now), and no other hold
+    // is placed on it; emptying d for big-1 goes on as before.
+    assert_eq!(
+        holds(&running, FOLLOW),
+        vec![("d".into(), "big-1".into(), true, HoldReason::HoldPlaced)]
+    );
+    // Once big-0 has finished, a goes to big-1 (which its hold on d does not seat yet): both
+    // in one pass, the release first.
+    let finished = held(
+        running.edit("Pod", "big-0", |p| {
+            p["status"]["phase"] = json!("Succeeded")
+        }),
+        "d",
+        "big-1",
+        5,
+    );
+    assert_eq!(
+        holds(&finished, FOLLOW),
+        vec![
+            (
+                "d".into(),
+                "big-1".into(),
+                false,
+                HoldReason::HoldSuperseded
+            ),
+            ("a".into(), "big-1".into(), true, HoldReason::HoldHandedOver),
+        ]
+    );
+    let handed = &finished.decide(FOLLOW).holds[1];
+    assert!(
+        handed
+            .message
+            .ends_with("which it seats now: the pod has finished"),
+        "{}",
+        handed.message
+    );
+}
+
 fn pod(value: Value) -> Pod {
     serde_json::from_value(value).unwrap()
 }
@@ -203,6 +324,7 @@ fn change(place: bool) -> HoldChange {
         namespace: "team".into(),
         pod_uid: "uid-big-0".into(),
         place,
+        replaces: None,
         reason: if place {
             HoldReason::HoldPlaced
         } else {
@@ -278,8 +400,20 @@ fn the_taint_is_set_and_removed_beside_the_nodes_own() {
     );
     let mut other = plain.clone();
     other["spec"]["taints"] =
-        json!([{"key": HELD_FOR, "value": "uid-big-1", "effect": "NoSchedule"}]);
-    assert!(hold::node_patch(&change(true), Some(&node(other)), "3", now).is_err());
+        json!([own, {"key": HELD_FOR, "value": "uid-big-1", "effect": "NoSchedule"}]);
+    assert!(hold::node_patch(&change(true), Some(&node(other.clone())), "3", now).is_err());
+    // Handed over from big-1: its taint is replaced in the same write.
+    let handed = HoldChange {
+        replaces: Some("uid-big-1".into()),
+        ..change(true)
+    };
+    assert_eq!(
+        hold::node_patch(&handed, Some(&node(other)), "5", now).unwrap(),
+        Some(
+            json!({"metadata": {"resourceVersion": "5", "annotations": {HELD_SINCE: "2026-09-28T10:15:00Z"}},
+               "spec": {"taints": [own, ours]}})
+        )
+    );
     let mut cordoned = plain;
     cordoned["spec"]["unschedulable"] = json!(true);
     assert!(hold::node_patch(&change(true), Some(&node(cordoned)), "3", now).is_err());

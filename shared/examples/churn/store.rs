@@ -315,6 +315,17 @@ impl World<'_, '_> {
                 }
                 continue;
             }
+            let handed_over = |h: &Held| {
+                h.node == node && change.replaces.as_deref() == Some(&pending_uid(h.task))
+            };
+            if let Some(i) = self.holds.iter().position(handed_over) {
+                self.holds.remove(i);
+                *self
+                    .counters
+                    .holds_released
+                    .entry(change.reason.as_str())
+                    .or_default() += 1;
+            }
             let taken = self.holds.iter().any(|h| h.node == node || h.task == task);
             if taken || self.live[task].node.is_some() {
                 continue;
@@ -551,17 +562,18 @@ fn task_objects(
         return objects;
     };
     last["metadata"]["creationTimestamp"] = json!(pod_created);
+    // A pod keeps a toleration it gained; a moved pod is a new pod, made without it.
+    if pod.tolerates_hold && (node.is_none() || !moved) {
+        let toleration = hold::toleration(&pending_uid(k));
+        match last["spec"]["tolerations"].as_array_mut() {
+            Some(list) => list.push(toleration),
+            None => last["spec"]["tolerations"] = json!([toleration]),
+        }
+    }
     if node.is_none() {
         last["metadata"]["uid"] = json!(pending_uid(k));
         // kube-scheduler stamps its first failed attempt, as the pod arrives.
         last["status"]["conditions"][0]["lastTransitionTime"] = json!(pod_created);
-        if pod.tolerates_hold {
-            let toleration = hold::toleration(&pending_uid(k));
-            match last["spec"]["tolerations"].as_array_mut() {
-                Some(list) => list.push(toleration),
-                None => last["spec"]["tolerations"] = json!([toleration]),
-            }
-        }
         return objects;
     }
     set_started(last, &started);

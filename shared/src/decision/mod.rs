@@ -419,15 +419,16 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
     let mut dropped_outside_window = 0;
     let defragmentation = &config.defragmentation;
     let limit = config.emptied_at_once();
-    let (kept, mut holds) = consolidate::persist::kept_holds(ctx, limit > 0);
+    let found = consolidate::persist::kept_holds(ctx, limit > 0);
+    let mut holds = found.changes.clone();
     if defragmentation.enabled {
-        let anchors: Vec<usize> = kept.iter().map(|k| k.0).collect();
+        let anchors: Vec<usize> = found.carried.iter().map(|k| k.0).collect();
         let consolidation = defragmentation
             .follow_plan
             .then(|| consolidate::plan_from(ctx, &movable, None, &anchors));
         let (mut rows, dropped) = defrag::run(ctx, &pools, &eligibility, consolidation.as_ref());
         if let Some(plan) = consolidation.as_ref().filter(|_| limit > 0) {
-            holds.extend(consolidate::persist::change_for(ctx, &kept, plan));
+            holds.extend(consolidate::persist::change_for(ctx, &found, plan));
             plan_steps_first(&mut rows, &consolidate::persist::action_heads(plan, limit));
         }
         recommendations.extend(rows);

@@ -1,8 +1,9 @@
 //! Writing a hold (`holdMinutes`; `decision::consolidate::persist`): the patches, judged on the
 //! node and pod as read again. Placing writes the pod's toleration first and the node's taint
 //! second, each a merge patch under the resourceVersion read, so a crash between them leaves a
-//! toleration of a taint nobody sets, which changes nothing. Releasing removes the taint and
-//! the annotation; the toleration stays (Kubernetes lets a pod gain tolerations, never lose one).
+//! toleration of a taint nobody sets, which changes nothing. Handing a node over replaces the
+//! taint for the pod it was held for in the same write. Releasing removes the taint and the
+//! annotation; the toleration stays (Kubernetes lets a pod gain tolerations, never lose one).
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
@@ -74,7 +75,15 @@ pub fn node_patch(
         if taints.contains(&ours) {
             return Ok(None);
         }
-        if others.len() < taints.len() {
+        let handed_over = |t: &Value| {
+            hold.replaces
+                .as_deref()
+                .is_some_and(|uid| t["value"] == uid)
+        };
+        if taints
+            .iter()
+            .any(|t| t["key"] == HELD_FOR && !handed_over(t))
+        {
             return Err("the node is held for another pod");
         }
         if node.spec.unschedulable {
