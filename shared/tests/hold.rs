@@ -198,6 +198,19 @@ fn emptied_a() -> World {
     w
 }
 
+/// The writes when a goes to big-1, whose hold on d gives way first.
+fn a_handed_to_big_1_for_d() -> Vec<(String, String, bool, HoldReason)> {
+    vec![
+        (
+            "d".into(),
+            "big-1".into(),
+            false,
+            HoldReason::HoldSuperseded,
+        ),
+        ("a".into(), "big-1".into(), true, HoldReason::HoldHandedOver),
+    ]
+}
+
 #[test]
 fn a_node_whose_pod_left_goes_to_the_next_waiting_pod_it_seats_now() {
     let mut gone = emptied_a();
@@ -225,18 +238,7 @@ fn a_node_whose_pod_left_goes_to_the_next_waiting_pod_it_seats_now() {
 
     // big-1 was held on d, which still needs a move: that hold gives way.
     let moved_over = held(gone, "d", "big-1", 5);
-    assert_eq!(
-        holds(&moved_over, FOLLOW),
-        vec![
-            (
-                "d".into(),
-                "big-1".into(),
-                false,
-                HoldReason::HoldSuperseded
-            ),
-            ("a".into(), "big-1".into(), true, HoldReason::HoldHandedOver),
-        ]
-    );
+    assert_eq!(holds(&moved_over, FOLLOW), a_handed_to_big_1_for_d());
 }
 
 #[test]
@@ -287,18 +289,7 @@ fn a_node_stays_held_while_the_pod_it_was_held_for_runs_there() {
         "big-1",
         5,
     );
-    assert_eq!(
-        holds(&finished, FOLLOW),
-        vec![
-            (
-                "d".into(),
-                "big-1".into(),
-                false,
-                HoldReason::HoldSuperseded
-            ),
-            ("a".into(), "big-1".into(), true, HoldReason::HoldHandedOver),
-        ]
-    );
+    assert_eq!(holds(&finished, FOLLOW), a_handed_to_big_1_for_d());
     let handed = &finished.decide(FOLLOW).holds[1];
     assert!(
         handed
