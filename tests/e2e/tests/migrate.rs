@@ -705,8 +705,9 @@ fn following_the_plan_moves_its_steps_one_pass_at_a_time() {
 }
 
 /// Beyond the reference (`holdMinutes`): the pass that plans emptying a holds a for the pod
-/// that waits (the API server takes the pod's added toleration) as it sends the first move,
-/// and the pass after the pod is gone releases it, leaving the node's own taints.
+/// that waits (the API server takes the pod's added toleration) as it sends the first move;
+/// once the pod is gone a is handed over to the next waiting pod it seats, and released, leaving
+/// the node's own taints, when nothing waits.
 #[test]
 #[ignore = "needs the local control plane: make e2e"]
 fn a_hold_keeps_the_emptied_node_for_the_waiting_pod_until_it_is_gone() {
@@ -718,11 +719,11 @@ fn a_hold_keeps_the_emptied_node_for_the_waiting_pod_until_it_is_gone() {
         "example.com/gpu-vendor=acme:PreferNoSchedule",
     ]);
     let config = consolidation_config(&cluster, "followPlan: true, holdMinutes: 60");
-    let trainer = |path: &str| {
+    let batch_field = |pod: &str, path: &str| {
         let jsonpath = format!("jsonpath={path}");
-        cluster.ok(&["get", "pod", "trainer", "-n", "batch", "-o", &jsonpath])
+        cluster.ok(&["get", "pod", pod, "-n", "batch", "-o", &jsonpath])
     };
-    let uid = trainer("{.metadata.uid}");
+    let uid = batch_field("trainer", "{.metadata.uid}");
     let taints =
         || -> Value { serde_json::from_str(&node_field(&cluster, "a", "{.spec.taints}")).unwrap() };
     let held_since = || {
@@ -758,23 +759,54 @@ fn a_hold_keeps_the_emptied_node_for_the_waiting_pod_until_it_is_gone() {
         json!([own, {"key": "alfred.ome.io/held-for", "value": uid, "effect": "NoSchedule"}])
     );
     assert!(!held_since().is_empty());
-    let tolerations: Value = serde_json::from_str(&trainer("{.spec.tolerations}")).unwrap();
+    let tolerations: Value =
+        serde_json::from_str(&batch_field("trainer", "{.spec.tolerations}")).unwrap();
     let ours = json!({"key": "alfred.ome.io/held-for", "operator": "Equal", "value": uid, "effect": "NoSchedule"});
     assert!(
         tolerations.as_array().unwrap().contains(&ours),
         "{tolerations:#}"
     );
 
-    // The pod is deleted: the next pass releases the node (while the request still waits).
-    cluster.ok(&[
-        "delete",
-        "pod",
-        "trainer",
-        "-n",
-        "batch",
-        "--grace-period=0",
-        "--force",
-    ]);
+    // The pod is deleted while a 4-GPU pod waits, which a seats now: the next pass hands a
+    // over to it (its toleration, then the taint's value replaced in one write).
+    let delete = |name: &str| {
+        cluster.ok(&[
+            "delete",
+            "pod",
+            name,
+            "-n",
+            "batch",
+            "--grace-period=0",
+            "--force",
+        ])
+    };
+    let second = cluster.dir.join("trainer-2.json");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "trainer-2", "namespace": "batch"},
+        "spec": {"containers": [{"name": "c", "image": "trainer:1",
+            "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}});
+    std::fs::write(&second, pod.to_string()).unwrap();
+    cluster.ok(&["create", "-f", &second.display().to_string()]);
+    let uid_2 = batch_field("trainer-2", "{.metadata.uid}");
+    delete("trainer");
+    pass_saying(
+        &[],
+        "node a handed over to pod trainer-2 (4 GPUs), which it seats now: the pod is gone",
+    );
+    assert_eq!(
+        taints(),
+        json!([own, {"key": "alfred.ome.io/held-for", "value": uid_2, "effect": "NoSchedule"}])
+    );
+    let tolerations: Value =
+        serde_json::from_str(&batch_field("trainer-2", "{.spec.tolerations}")).unwrap();
+    let ours_2 = json!({"key": "alfred.ome.io/held-for", "operator": "Equal", "value": uid_2, "effect": "NoSchedule"});
+    assert!(
+        tolerations.as_array().unwrap().contains(&ours_2),
+        "{tolerations:#}"
+    );
+
+    // That pod is deleted too, and nothing else waits: the next pass releases the node.
+    delete("trainer-2");
     pass_saying(&[], "node a released: the pod is gone");
     assert_eq!(taints(), json!([own]));
     assert_eq!(held_since(), "");
