@@ -470,10 +470,8 @@ fn replay(
                         world.apply_holds(&report);
                         if options.log {
                             let mut waiting: BTreeMap<i64, usize> = BTreeMap::new();
-                            for w in world.waiting.iter().filter(|w| !w.surge) {
-                                *waiting
-                                    .entry(tasks[world.live[w.task].row].holds())
-                                    .or_default() += 1;
+                            for gpus in world.waiting_gpus() {
+                                *waiting.entry(gpus).or_default() += 1;
                             }
                             log_pass(now, &report, &waiting);
                         }
@@ -491,12 +489,7 @@ fn replay(
             Event::Ome(k, serial, step) => world.ome_step(k, serial, step),
         }
         world.retry_queue();
-        waiting_gpus = world
-            .waiting
-            .iter()
-            .filter(|w| !w.surge)
-            .map(|w| tasks[world.live[w.task].row].holds())
-            .sum();
+        waiting_gpus = world.waiting_gpus().sum();
     }
     report.pending_gpu_ms += (end - world.now.max(start)) as u128 * waiting_gpus as u128;
     drop(to_repack);

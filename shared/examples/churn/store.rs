@@ -304,27 +304,21 @@ impl World<'_, '_> {
             let (Some(node), Some(task)) = (node, task) else {
                 continue;
             };
-            if !change.place {
-                if let Some(i) = self.holds.iter().position(|h| h.node == node) {
-                    self.holds.remove(i);
-                    *self
-                        .counters
-                        .holds_released
-                        .entry(change.reason.as_str())
-                        .or_default() += 1;
-                }
-                continue;
-            }
-            let handed_over = |h: &Held| {
-                h.node == node && change.replaces.as_deref() == Some(&pending_uid(h.task))
+            // A release ends the node's hold; a hand-over the hold of the pod it replaces.
+            let ended = |h: &Held| {
+                h.node == node
+                    && (!change.place || change.replaces.as_deref() == Some(&pending_uid(h.task)))
             };
-            if let Some(i) = self.holds.iter().position(handed_over) {
+            if let Some(i) = self.holds.iter().position(ended) {
                 self.holds.remove(i);
                 *self
                     .counters
                     .holds_released
                     .entry(change.reason.as_str())
                     .or_default() += 1;
+            }
+            if !change.place {
+                continue;
             }
             let taken = self.holds.iter().any(|h| h.node == node || h.task == task);
             if taken || self.live[task].node.is_some() {

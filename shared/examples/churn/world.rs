@@ -237,6 +237,13 @@ impl<'c, 's> World<'c, 's> {
     }
 
     /// Tries every waiting pod in arrival order, as kube-scheduler retries them.
+    /// The GPUs of each waiting task (surges left out).
+    pub fn waiting_gpus(&self) -> impl Iterator<Item = i64> + '_ {
+        (self.waiting.iter())
+            .filter(|w| !w.surge)
+            .map(|w| self.tasks[self.live[w.task].row].holds())
+    }
+
     pub fn retry_queue(&mut self) {
         if !self.retry {
             return;
