@@ -26,7 +26,7 @@ pub const RESOURCES: [&str; 3] = ["nvidia.com/gpu", "cpu", "memory"];
 
 /// A pod's requests of `RESOURCES`, in milli-units.
 pub fn requests_of(cluster: &Cluster<'_>, p: usize) -> [i64; 3] {
-    let all = alfred::simulate::pod_requests(&cluster.pods[p].pod.spec);
+    let all = &cluster.pods[p].requests;
     RESOURCES.map(|r| all.iter().find(|(n, _)| *n == r).map_or(0, |(_, v)| *v))
 }
 

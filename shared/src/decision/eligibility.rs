@@ -68,7 +68,7 @@ pub(super) fn tpu_pod<'c>(ctx: &'c Context<'_>, i: usize) -> Option<&'c str> {
         .iter()
         .map(|&p| &cluster.pods[p])
         .find(|p| {
-            crate::simulate::pod_requests(&p.pod.spec)
+            p.requests
                 .iter()
                 .any(|&(name, amount)| name == TPU && amount > 0)
         })

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use crate::api::core::{Container, Node, Pod, PodSpec};
+use crate::api::core::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::InferenceService;
@@ -17,57 +17,13 @@ use crate::kubernetes::quantity::{self, is_gpu_resource};
 use crate::mode::{self, DeploymentMode};
 use crate::model::health::{self, Health, HealthState};
 use crate::model::observation::{ReplicaIndex, Unobservable, held_replicas};
+use crate::model::requests::{non_zero_requests, pod_gpus, pod_requests};
 use crate::snapshot::{Snapshot, UnreadableKind, UnreadableObject};
 
 /// The label LeaderWorkerSet puts on the pods of one group (one MultiNode Instance).
 pub const LABEL_LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
 /// The label older OME releases put on RawDeployment pods.
 pub const LABEL_SERVING_ISVC: &str = "serving.ome.io/inferenceservice";
-
-/// GPUs a pod holds, as Kubernetes computes a pod's effective request per resource: the larger
-/// of (app containers + sidecar init containers) and the peak of the init sequence, summed over
-/// GPU resources. A container's limit counts, else its request.
-pub fn pod_gpus(spec: &PodSpec) -> i64 {
-    let mut resources: Vec<&str> = Vec::new();
-    for c in spec.containers.iter().chain(&spec.init_containers) {
-        for map in [&c.resources.limits, &c.resources.requests] {
-            resources.extend(map.keys().filter(|n| is_gpu_resource(n)));
-        }
-    }
-    resources.sort_unstable();
-    resources.dedup();
-    resources
-        .into_iter()
-        .map(|resource| effective_request(spec, |c| container_amount(c, resource)))
-        .sum()
-}
-
-/// A pod's effective request of one resource, as Kubernetes computes it from each container's
-/// `amount`: the app containers plus the sidecars (init containers with `restartPolicy:
-/// Always`), or the peak of the init sequence (each init container beside the sidecars started
-/// before it) when that is larger.
-pub fn effective_request(spec: &PodSpec, amount: impl Fn(&Container) -> i64) -> i64 {
-    let app: i64 = spec.containers.iter().map(&amount).sum();
-    let (mut sidecars, mut init_peak) = (0i64, 0i64);
-    for c in &spec.init_containers {
-        if c.restart_policy == "Always" {
-            sidecars += amount(c);
-            init_peak = init_peak.max(sidecars);
-        } else {
-            init_peak = init_peak.max(sidecars + amount(c));
-        }
-    }
-    (app + sidecars).max(init_peak)
-}
-
-fn container_amount(c: &Container, resource: &str) -> i64 {
-    let r = &c.resources;
-    r.limits
-        .get(resource)
-        .or_else(|| r.requests.get(resource))
-        .and_then(quantity::count)
-        .unwrap_or(0)
-}
 
 /// The node's largest allocatable GPU resource and its count.
 fn node_gpu_capacity(node: &Node) -> Option<(String, i64)> {
@@ -114,6 +70,10 @@ pub struct PodView<'s> {
     /// The index of `node` in [`Cluster::nodes`], when the snapshot has that node.
     pub host: Option<usize>,
     pub gpus: i64,
+    /// Its effective requests in milli-units by resource, and its cpu and memory as
+    /// kube-scheduler's scores count them: read once, since every simulation charges them.
+    pub requests: Vec<(&'s str, i64)>,
+    pub non_zero: [i64; 2],
     /// Succeeded or Failed: holds nothing.
     pub terminal: bool,
     /// Has a deletionTimestamp: still holds its GPUs until it is gone.
@@ -766,6 +726,8 @@ fn pod_view(pod: &Pod) -> PodView<'_> {
         node: Some(pod.spec.node_name.as_str()).filter(|n| !n.is_empty()),
         host: None, // set once the nodes are indexed
         gpus: pod_gpus(&pod.spec),
+        requests: pod_requests(&pod.spec),
+        non_zero: non_zero_requests(&pod.spec),
         terminal: matches!(pod.phase(), "Succeeded" | "Failed"),
         terminating: pod.metadata.deletion_timestamp.is_some(),
         owner: pod_owner(pod),

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod context;
 pub mod health;
 pub mod observation;
+pub mod requests;
 
 pub use access::ModelAccess;
 pub use context::{Context, WorkloadSettings};

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 pub use filters::{Rejection, shape_key, tolerates};
 pub use placer::Placer;
-pub use resources::{Ledger, Request, pod_requests};
+pub use resources::{Ledger, Request};
 pub use surges::Surges;
 
 use crate::api::core::{FlatMap, PodSpec};

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::placer::Placer;
-use super::resources::{Ledger, pod_requests};
+use super::resources::Ledger;
 use super::{NewPod, Profile, profile_named, scheduler_of};
 use crate::config::ScoringStrategy;
 use crate::kubernetes::quantity::is_gpu_resource;
@@ -66,7 +66,7 @@ pub fn scheduler_cost(ctx: &Context<'_>) -> Option<SchedulerCost> {
             .pods
             .iter()
             .filter(|p| p.gpus > 0)
-            .flat_map(|p| pod_requests(&p.pod.spec))
+            .flat_map(|p| p.requests.iter().copied())
             .filter(|(name, _)| is_gpu_resource(name))
             .map(|(name, _)| name.to_string())
             .collect();

@@ -3,10 +3,10 @@
 
 use std::collections::HashMap;
 
-use crate::api::core::{Container, PodSpec};
-use crate::kubernetes::quantity;
+use crate::api::core::PodSpec;
 use crate::kubernetes::quantity::is_gpu_resource;
-use crate::model::cluster::{Cluster, effective_request};
+use crate::model::cluster::Cluster;
+use crate::model::requests::{milli, non_zero_requests, pod_requests};
 
 /// Allocatable and requested per node, kept once per pass and copied per simulation.
 #[derive(Clone, Debug)]
@@ -42,74 +42,6 @@ impl Request {
     }
 }
 
-/// What a container missing a cpu or memory request counts as in kube-scheduler's scores:
-/// 100m and 200 MiB (`DefaultMilliCPURequest`, `DefaultMemoryRequest`), in milli-units.
-const NON_ZERO_DEFAULTS: [(&str, i64); 2] = [("cpu", 100), ("memory", 200 * 1024 * 1024 * 1000)];
-
-/// A pod's cpu and memory as kube-scheduler's NodeResourcesFit score counts them: each
-/// container that states no request for one counts its default, plus the pod overhead.
-pub fn non_zero_requests(spec: &PodSpec) -> [i64; 2] {
-    NON_ZERO_DEFAULTS.map(|(resource, default)| {
-        let stated = |c: &Container| {
-            c.resources.requests.get(resource).is_some()
-                || c.resources.limits.get(resource).is_some()
-        };
-        let overhead = spec.overhead.get(resource).map_or(0, milli);
-        effective_request(spec, |c| {
-            if stated(c) {
-                container_request(c, resource)
-            } else {
-                default
-            }
-        }) + overhead
-    })
-}
-
-/// A quantity in milli-units, rounded up as Kubernetes rounds requests.
-fn milli(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> i64 {
-    quantity::value(q).map_or(0, |v| (v * 1000.0).ceil() as i64)
-}
-
-/// A container's request for a resource: its request, else its limit (the API server copies a
-/// limit into a missing request).
-fn container_request(c: &Container, resource: &str) -> i64 {
-    c.resources
-        .requests
-        .get(resource)
-        .or_else(|| c.resources.limits.get(resource))
-        .map_or(0, milli)
-}
-
-/// A pod's effective requests as Kubernetes computes them: app containers plus sidecars, or the
-/// peak of the init sequence when that is larger, plus the pod overhead; milli-units by name.
-pub fn pod_requests(spec: &PodSpec) -> Vec<(&str, i64)> {
-    // A pod names a handful of resources: a linear dedup beats sorting them.
-    let mut names: Vec<&str> = Vec::new();
-    for c in spec.containers.iter().chain(&spec.init_containers) {
-        for name in c.resources.requests.keys().chain(c.resources.limits.keys()) {
-            if !names.contains(&name) {
-                names.push(name);
-            }
-        }
-    }
-    for name in spec.overhead.keys() {
-        if !names.contains(&name) {
-            names.push(name);
-        }
-    }
-    names
-        .into_iter()
-        .map(|r| {
-            let overhead = spec.overhead.get(r).map_or(0, milli);
-            (
-                r,
-                effective_request(spec, |c| container_request(c, r)) + overhead,
-            )
-        })
-        .filter(|(_, v)| *v > 0)
-        .collect()
-}
-
 impl Ledger {
     pub fn new(cluster: &Cluster<'_>) -> Ledger {
         Ledger::with_requests(cluster).0
@@ -140,7 +72,7 @@ impl Ledger {
         let requests: Vec<Request> = cluster
             .pods
             .iter()
-            .map(|p| ledger.requests_of(&p.pod.spec))
+            .map(|p| ledger.charged(&p.requests, p.non_zero))
             .collect();
         for (p, request) in cluster.pods.iter().zip(&requests) {
             if let Some(n) = p.host.filter(|_| !p.terminal) {
@@ -165,12 +97,16 @@ impl Ledger {
 
     /// A pod's requests by column; resources no node offers get a column too.
     pub fn requests_of(&mut self, spec: &PodSpec) -> Request {
+        self.charged(&pod_requests(spec), non_zero_requests(spec))
+    }
+
+    fn charged(&mut self, amounts: &[(&str, i64)], non_zero: [i64; 2]) -> Request {
         Request {
-            amounts: pod_requests(spec)
-                .into_iter()
-                .map(|(name, amount)| (self.column(name), amount))
+            amounts: amounts
+                .iter()
+                .map(|&(name, amount)| (self.column(name), amount))
                 .collect(),
-            non_zero: non_zero_requests(spec),
+            non_zero,
         }
     }
 
