@@ -565,6 +565,22 @@ fn no_move_is_undone() {
     let plan = plan_of(&moved_in(common::consolidation(), "x1", "b", 180), None);
     assert_eq!(plan.steps.len(), 3, "{:?}", moves_of(&plan));
     assert_eq!(target_of(&plan, "team/x1").as_deref(), Some("c"));
+    // Nor does a row list b among x1's targets after the plan's own (the re-check's
+    // simulation places the surge among them); without that move it is listed.
+    let targets = |w: World| {
+        w.with_ctx(V1, |ctx| {
+            let rows = alfred::decision::plan(ctx).recommendations;
+            let x1 = rows
+                .iter()
+                .find(|r| r.row.workload == "team/x1")
+                .expect("a row for x1");
+            x1.placement_targets.clone()
+        })
+    };
+    let b = "b".to_string();
+    assert!(targets(common::consolidation()).contains(&b));
+    let after = targets(moved_in(common::consolidation(), "x1", "b", 180));
+    assert!(!after.is_empty() && !after.contains(&b), "{after:?}");
     // A day later it may.
     let plan = plan_of(&moved_in(common::consolidation(), "x1", "b", 25 * 60), None);
     assert_eq!(plan.steps.len(), 3, "{:?}", moves_of(&plan));

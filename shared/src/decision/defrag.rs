@@ -225,6 +225,12 @@ fn component_primary(ctx: &Context<'_>, c: usize) -> Option<(String, String)> {
     Some((most(&per_pool)?, most(&per_node)?))
 }
 
+/// A defragmentation move planned on its own; no move is undone: not back to a node the
+/// Instance left within the day.
+pub(super) fn single_move(ctx: &Context<'_>, i: usize) -> Result<surge::SurgePlan, surge::NoRoom> {
+    surge::plan(ctx, i, &ctx.cluster.left_lately(i))
+}
+
 /// The row of OMENative Instance `i`: its move valued by the drop in the pool's
 /// fragmentation, or with `followed` (the pool's plan steps, the first moving `i`), that
 /// step valued by the drop the whole plan makes.
@@ -255,7 +261,7 @@ fn omenative(
     }
     let plan = match followed {
         Some(steps) => surge_of_step(ctx, i, steps[0]),
-        None => match surge::plan(ctx, i, &[]) {
+        None => match single_move(ctx, i) {
             Ok(plan) => plan,
             Err(why) => {
                 return Recommendation::advice(
@@ -395,7 +401,9 @@ fn bin_changes(
 }
 
 /// A plan step as a surge move: its placements, and as targets the nodes it lands on, then
-/// the Instance's other candidate targets (fullest first), for the arbiter and the checks.
+/// the Instance's other candidate targets (fullest first; not the nodes it left within the
+/// day, as the planner's), for the arbiter and the checks: the re-check's simulation places
+/// the surge among them.
 fn surge_of_step(ctx: &Context<'_>, i: usize, step: &PlanStep) -> surge::SurgePlan {
     let mut targets: Vec<usize> = Vec::new();
     for &(_, n) in &step.placements {
@@ -403,7 +411,8 @@ fn surge_of_step(ctx: &Context<'_>, i: usize, step: &PlanStep) -> surge::SurgePl
             targets.push(n);
         }
     }
-    let others: Vec<usize> = surge::candidates(ctx, i, &[])
+    let left = ctx.cluster.left_lately(i);
+    let others: Vec<usize> = surge::candidates(ctx, i, &left)
         .filter(|n| !targets.contains(n))
         .take(surge::LISTED_TARGETS.saturating_sub(targets.len()))
         .collect();

@@ -291,7 +291,7 @@ fn explain_instance(
             let (passed, reason, detail) = if inst.gpus <= 0 {
                 (true, None, "it holds no GPUs; defragmentation leaves it be".to_string())
             } else {
-                match surge::plan(ctx, i, &[]) {
+                match super::defrag::single_move(ctx, i) {
                     Ok(plan) => {
                         let to: Vec<String> = plan
                             .placements

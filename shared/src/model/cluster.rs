@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::api::core::{Node, Pod};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::InferenceService;
 use crate::api::component::ComponentKind;
@@ -19,6 +19,9 @@ use crate::model::health::{self, Health, HealthState};
 use crate::model::observation::{ReplicaIndex, Unobservable, held_replicas};
 use crate::model::requests::{non_zero_requests, pod_gpus, pod_requests};
 use crate::snapshot::{Snapshot, UnreadableKind, UnreadableObject};
+
+/// No move is undone: an Instance does not go back to a node it left this recently.
+pub const LEFT_LATELY: SignedDuration = SignedDuration::from_hours(24);
 
 /// The label LeaderWorkerSet puts on the pods of one group (one MultiNode Instance).
 pub const LABEL_LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
@@ -392,6 +395,14 @@ impl<'s> Cluster<'s> {
             .creation_timestamp
             .as_ref()
             .map(|t| t.0)
+    }
+
+    /// The nodes Instance `i` left within the day (`LEFT_LATELY`): no move takes it back there.
+    pub fn left_lately(&self, i: usize) -> Vec<usize> {
+        self.moves_of(i, self.now - LEFT_LATELY)
+            .into_iter()
+            .filter_map(|(node, _)| self.node_index(node))
+            .collect()
     }
 
     /// The completed migrations that brought Instance `i` where it runs, newest first, back to

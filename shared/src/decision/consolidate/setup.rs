@@ -109,9 +109,9 @@ impl<'a, 's> Planner<'a, 's> {
 }
 
 /// No move is undone (beyond the reference): an Instance whose last move ended this recently
-/// stays where it is, and none goes back to a node it left this recently.
+/// stays where it is (and none goes back to a node it left within the day,
+/// `Cluster::left_lately`).
 const MOVED_LATELY: SignedDuration = SignedDuration::from_hours(1);
-const LEFT_LATELY: SignedDuration = SignedDuration::from_hours(24);
 
 /// The Instances the plan may move (movable, holding GPUs, wholly on target nodes: node health
 /// moves the others; not moved within the hour), per node the movables with a pod there, in
@@ -144,17 +144,10 @@ fn movables(ctx: &Context<'_>, movable: &[bool], target: &[bool]) -> Movables {
         if pods.is_empty() || pods.iter().any(|p| !target[p.node]) {
             continue;
         }
-        let moves = cluster.moves_of(i, ctx.now() - LEFT_LATELY);
-        if moves
-            .iter()
-            .any(|&(_, t)| ctx.now().duration_since(t) < MOVED_LATELY)
-        {
+        if !cluster.moves_of(i, ctx.now() - MOVED_LATELY).is_empty() {
             continue;
         }
-        for n in moves
-            .iter()
-            .filter_map(|&(node, _)| cluster.node_index(node))
-        {
+        for n in cluster.left_lately(i) {
             refused.extend(pods.iter().map(|p| (p.pod, n)));
         }
         let m = movables.len();
