@@ -7,7 +7,7 @@
 //!       [--hours 24] [--warmup 2] [--profile default|gpu-packing] [--alfred off|on] \
 //!       [--config ALFRED.yaml] [--eight-gpu-nodes N] [--repeat-nodes N] \
 //!       [--ack-seconds 5] [--load-seconds 60] [--fail-rate 0.05] [--no-ack-rate 0.01] \
-//!       [--ready-timeout-minutes 30] [--operator-minutes 30] [--log] \
+//!       [--ready-timeout-minutes 30] [--operator-minutes 30] [--log] [--check-reads] \
 //!       [--snapshot-at MINUTES --snapshot-out FILE]
 //!
 //! Tasks arrive as a Poisson process at an offered load of LOAD x the cluster's GPUs, each a row
@@ -43,6 +43,9 @@
 //! (the Instance not on its source or busy, or its target without room), `bounceBacks` (a send
 //! within 1 h of the end of the Instance's last move, or back to a node it left within 24 h; a
 //! request retried after a failed one is not a move again).
+//!
+//! A read after an event is made from the last one, moving the objects of the tasks that did not
+//! change; `--check-reads` compares each with a whole read and fails the pass if they differ.
 //!
 //! `--snapshot-at M --snapshot-out FILE` writes the cluster as the API server would list it at
 //! the first sample M minutes or more into the run (warm-up included), for a look with
@@ -107,6 +110,8 @@ struct Options {
     ome: OmeSettings,
     /// A line a pass on stderr: what was sent, or why not.
     log: bool,
+    /// Every read made from the last one is compared with a whole read (slow).
+    check_reads: bool,
     /// The cluster written to FILE at the first sample this many minutes in.
     snapshot: Option<(f64, String)>,
 }
@@ -158,6 +163,7 @@ fn run() -> Result<(), String> {
             operator_ms: seconds("--operator-minutes", 30.0)? * 60,
         },
         log: args.iter().any(|a| a == "--log"),
+        check_reads: args.iter().any(|a| a == "--check-reads"),
         snapshot: match (
             trace::parsed::<f64>(&args, "--snapshot-at")?,
             flag("--snapshot-out"),
@@ -167,11 +173,19 @@ fn run() -> Result<(), String> {
             _ => return Err("--snapshot-at MINUTES and --snapshot-out FILE go together".into()),
         },
     };
-    let nodes = trace::reshape_nodes(
+    let mut nodes = trace::reshape_nodes(
         trace::read_nodes(&read(&nodes_path)?)?,
         trace::parsed(&args, "--eight-gpu-nodes")?,
         trace::parsed(&args, "--repeat-nodes")?,
     )?;
+    // The replay indexes nodes as the cluster model does: by name.
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(twice) = nodes.windows(2).find(|w| w[0].name == w[1].name) {
+        return Err(format!(
+            "{nodes_path}: node {} is listed twice; every node needs its own name",
+            twice[0].name
+        ));
+    }
     let mut tasks = trace::read_tasks(&read(&pods_path)?)?;
     if tasks.iter().any(|t| t.lifetime.is_none()) {
         let donor_path = flag("--lifetimes").unwrap_or_else(|| {
@@ -366,6 +380,7 @@ fn replay(
         writer: store::Writer::new(nodes, options.alfred.is_some()),
         holds: Vec::new(),
         last_read: None,
+        check_reads: options.check_reads,
     };
     let mut report = Report::default();
     let mut snapshot = options.snapshot.clone();
@@ -561,4 +576,73 @@ fn fixable_gpus(snapshot: &Snapshot, config: &Config, now: u64) -> i64 {
     let repackable = repack::repackable(&ctx.cluster, &movable);
     let free_ideal = repack::all_resources(&ctx, &repackable);
     consolidate::placeable(&ctx, &movable, &free_ideal).pending_gpus
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 16 8-GPU nodes; long 1-GPU tasks that a spreading scheduler puts on every node, and
+    /// short 8-GPU tasks that then wait: Alfred plans, holds and moves.
+    fn trace() -> (Vec<TraceNode>, Vec<Task>) {
+        let mut nodes = String::from("sn,cpu_milli,memory_mib,gpu,model\n");
+        for n in 0..16 {
+            nodes += &format!("node-{n:02},96000,786432,8,G2\n");
+        }
+        let mut tasks = String::from(
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n",
+        );
+        for t in 0..40 {
+            let (gpus, hours) = if t % 4 == 0 { (8, 1) } else { (1, 10) };
+            tasks += &format!(
+                "task-{t:02},4000,16384,{gpus},1000,,LS,Running,0,{},0\n",
+                hours * 3600
+            );
+        }
+        (
+            trace::read_nodes(&nodes).expect("nodes"),
+            trace::read_tasks(&tasks).expect("tasks"),
+        )
+    }
+
+    #[test]
+    fn reads_made_from_the_last_one_equal_whole_reads() {
+        let (nodes, tasks) = trace();
+        let profile_config = profile_config("default").expect("the default profile");
+        let mut config = Config::parse(include_str!("churn/alfred-60-an-hour-hold.yaml"))
+            .expect("the example configuration");
+        config.scheduling_profiles = profile_config.scheduling_profiles.clone();
+        let options = Options {
+            load: 0.9,
+            seed: 1,
+            hours: 3.0,
+            warmup: 0.5,
+            profile: "default".into(),
+            alfred: Some(config),
+            ome: OmeSettings {
+                acknowledge_ms: 5_000,
+                model_load_ms: 60_000,
+                ready_timeout_ms: 30 * MINUTE,
+                fail_rate: 0.05,
+                no_ack_rate: 0.01,
+                operator_ms: 30 * MINUTE,
+            },
+            log: false,
+            check_reads: true,
+            snapshot: None,
+        };
+        let profile = select(&profile_config).expect("the profile");
+        let report = replay(&nodes, &tasks, &profile, &options).expect("the replay runs");
+        let alfred = &report.alfred;
+        assert_eq!(alfred.pass_errors, 0, "{:?}", alfred.first_error);
+        // The reads compared saw tasks come and go, moves and holds.
+        assert!(report.arrivals > 10, "{} arrivals", report.arrivals);
+        assert!(
+            alfred.moves > 0 && alfred.holds_placed > 0,
+            "{} moves, {} holds",
+            alfred.moves,
+            alfred.holds_placed
+        );
+        assert_eq!((alfred.cap_violations, alfred.stale_sends), (0, 0));
+    }
 }

@@ -29,10 +29,22 @@ impl Store for World<'_, '_> {
             None => {
                 let read = self
                     .writer
-                    .parts(self.nodes, self.tasks, &self.live, &self.holds, false)
-                    .map_err(StoreError::Observe)?
-                    .assemble();
-                Arc::clone(self.last_read.insert(Arc::new(read)))
+                    .read(self.nodes, self.tasks, &self.live, &self.holds)
+                    .map_err(StoreError::Observe)?;
+                if self.check_reads {
+                    let whole = self
+                        .writer
+                        .parts(self.nodes, self.tasks, &self.live, &self.holds, false)
+                        .map_err(StoreError::Observe)?
+                        .assemble();
+                    if format!("{whole:?}") != format!("{read:?}") {
+                        return Err(StoreError::Observe(format!(
+                            "the read made from the last one differs from a whole read at {} ms",
+                            self.now
+                        )));
+                    }
+                }
+                Arc::clone(self.last_read.insert(read))
             }
         };
         Ok((snapshot, timestamp(self.now)))
@@ -361,6 +373,61 @@ pub struct Writer {
     /// Per task: the version its objects were written at, and them (comma-separated, and
     /// read: a pass clones what it reads instead of parsing the cluster's text again).
     written: Vec<Option<Written>>,
+    /// The last read, to be updated in place by the next: most tasks have not changed since.
+    last: Option<LastRead>,
+}
+
+struct LastRead {
+    read: Arc<Snapshot>,
+    holds: Vec<Held>,
+    /// How many objects of each kind the cluster's own part holds.
+    cluster: Counts,
+    /// The tasks read, in order: index, version, how many objects of each kind.
+    tasks: Vec<(usize, u64, Counts)>,
+}
+
+/// A count per object kind of a snapshot, in the order `each_kind!` names them.
+type Counts = [usize; 13];
+
+/// Runs `$m!(index, field)` for every kind of object a snapshot lists (a kind `Snapshot` gains
+/// goes here too: the replay's test compares these reads with whole ones).
+macro_rules! each_kind {
+    ($m:ident) => {
+        $m!(0, nodes);
+        $m!(1, pods);
+        $m!(2, inference_services);
+        $m!(3, serving_runtimes);
+        $m!(4, cluster_serving_runtimes);
+        $m!(5, inference_replicas);
+        $m!(6, base_models);
+        $m!(7, cluster_base_models);
+        $m!(8, persistent_volume_claims);
+        $m!(9, persistent_volumes);
+        $m!(10, config_maps);
+        $m!(11, controller_revisions);
+        $m!(12, unreadable);
+    };
+}
+
+fn counts(snapshot: &Snapshot) -> Counts {
+    let mut counts = [0; 13];
+    macro_rules! count {
+        ($i:expr, $field:ident) => {
+            counts[$i] = snapshot.$field.len();
+        };
+    }
+    each_kind!(count);
+    counts
+}
+
+/// Where a part of the next read comes from.
+enum Part {
+    /// The objects of the last read's task `j`, moved.
+    Kept(usize),
+    /// The last read's task `j`: left out.
+    Dropped(usize),
+    /// A task's objects as written now, cloned.
+    Fresh(Arc<Snapshot>),
 }
 
 struct Written {
@@ -406,7 +473,121 @@ impl Writer {
             cluster,
             cluster_read,
             written: Vec::new(),
+            last: None,
         }
+    }
+
+    /// The cluster now as a read returns it (`parts`, put together), made from the last read
+    /// by moving the objects of the tasks that did not change since: a pass reads after every
+    /// event, and cloning every object was most of its work.
+    pub fn read(
+        &mut self,
+        nodes: &[TraceNode],
+        tasks: &[Task],
+        live: &[Live],
+        holds: &[Held],
+    ) -> Result<Arc<Snapshot>, String> {
+        let last = self
+            .last
+            .take()
+            .and_then(|l| Some((Arc::try_unwrap(l.read).ok()?, l.holds, l.cluster, l.tasks)));
+        let Some((mut old, old_holds, old_cluster, old_tasks)) = last else {
+            let parts = self.parts(nodes, tasks, live, holds, false)?;
+            let cluster = counts(&parts.cluster);
+            let tasks: Vec<_> = live
+                .iter()
+                .enumerate()
+                .filter(|(_, pod)| !pod.gone())
+                .zip(&parts.tasks)
+                .map(|((k, pod), read)| (k, pod.version, counts(read)))
+                .collect();
+            let read = Arc::new(parts.assemble());
+            self.last = Some(LastRead {
+                read: Arc::clone(&read),
+                holds: holds.to_vec(),
+                cluster,
+                tasks,
+            });
+            return Ok(read);
+        };
+
+        // The new cluster part only when the holds changed.
+        let fresh_cluster = (old_holds != holds)
+            .then(|| self.parts(nodes, tasks, &[], holds, false))
+            .transpose()?
+            .map(|p| p.cluster);
+        // Both task lists are in index order: walk them together.
+        let mut plan = Vec::with_capacity(live.len());
+        let mut new_tasks = Vec::with_capacity(live.len());
+        let mut j = 0;
+        for (k, pod) in live.iter().enumerate().filter(|(_, pod)| !pod.gone()) {
+            while j < old_tasks.len() && old_tasks[j].0 < k {
+                plan.push(Part::Dropped(j));
+                j += 1;
+            }
+            if old_tasks
+                .get(j)
+                .is_some_and(|t| t.0 == k && t.1 == pod.version)
+            {
+                plan.push(Part::Kept(j));
+                new_tasks.push(old_tasks[j]);
+                j += 1;
+                continue;
+            }
+            if old_tasks.get(j).is_some_and(|t| t.0 == k) {
+                plan.push(Part::Dropped(j));
+                j += 1;
+            }
+            let read = Arc::clone(&self.written(k, pod, tasks, nodes)?.read);
+            new_tasks.push((k, pod.version, counts(&read)));
+            plan.push(Part::Fresh(read));
+        }
+        plan.extend((j..old_tasks.len()).map(Part::Dropped));
+
+        let mut skipped = self.cluster_read.skipped.clone();
+        for &(k, ..) in &new_tasks {
+            let read = &self.written[k]
+                .as_ref()
+                .expect("a read task is written")
+                .read;
+            for (kind, n) in &read.skipped {
+                *skipped.entry(kind.clone()).or_default() += n;
+            }
+        }
+        macro_rules! splice {
+            ($i:expr, $field:ident) => {{
+                let mut objects = std::mem::take(&mut old.$field).into_iter();
+                let mut next = Vec::with_capacity(objects.len());
+                match &fresh_cluster {
+                    Some(cluster) => {
+                        objects.by_ref().take(old_cluster[$i]).for_each(drop);
+                        next.extend(cluster.$field.iter().cloned());
+                    }
+                    None => next.extend(objects.by_ref().take(old_cluster[$i])),
+                }
+                for part in &plan {
+                    match part {
+                        Part::Kept(j) => next.extend(objects.by_ref().take(old_tasks[*j].2[$i])),
+                        Part::Dropped(j) => {
+                            objects.by_ref().take(old_tasks[*j].2[$i]).for_each(drop)
+                        }
+                        Part::Fresh(read) => next.extend(read.$field.iter().cloned()),
+                    }
+                }
+                old.$field = next;
+            }};
+        }
+        each_kind!(splice);
+        old.skipped = skipped;
+        let cluster = fresh_cluster.as_ref().map_or(old_cluster, counts);
+        let read = Arc::new(old);
+        self.last = Some(LastRead {
+            read: Arc::clone(&read),
+            holds: holds.to_vec(),
+            cluster,
+            tasks: new_tasks,
+        });
+        Ok(read)
     }
 
     /// The cluster now as a read returns it, with Alfred's holds on their nodes, in parts to be

@@ -162,7 +162,7 @@ pub struct Sent {
 
 /// One of Alfred's holds as the world carries it: the taint on `node` for task `task`, since
 /// when.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 pub struct Held {
     pub node: usize,
     pub task: usize,
@@ -193,6 +193,8 @@ pub struct World<'c, 's> {
     /// The last read Alfred's store returned, until anything changes (every event clears it,
     /// and so does a request): the recheck's read of an unchanged cluster is the same read.
     pub last_read: Option<std::sync::Arc<alfred::snapshot::Snapshot>>,
+    /// Compare every read made from the last one with a whole read (`--check-reads`).
+    pub check_reads: bool,
 }
 
 impl<'c, 's> World<'c, 's> {
