@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use super::eligibility::{self, Purpose};
 use super::{AdvisoryReason, CandidateReason, PolicyName, Recommendation, Row, joint};
 use crate::mode::DeploymentMode;
+use crate::model::cluster::NodeView;
 use crate::model::context::{Context, DEFAULT_PRIORITY};
 use crate::model::health::HealthState;
 
@@ -126,7 +127,10 @@ pub fn run(ctx: &Context<'_>) -> (Vec<Recommendation>, BTreeMap<String, NodeReco
 
 /// Why a node is being left: Unhealthy wins over maintenance.
 fn leave_reason(ctx: &Context<'_>, node: &str) -> Option<CandidateReason> {
-    let n = ctx.cluster.node(node)?;
+    reason_to_leave(ctx.cluster.node(node)?)
+}
+
+fn reason_to_leave(n: &NodeView<'_>) -> Option<CandidateReason> {
     if n.health.state == HealthState::Unhealthy {
         Some(CandidateReason::NodeUnhealthy)
     } else if !n.maintenance.is_empty() {
@@ -138,6 +142,10 @@ fn leave_reason(ctx: &Context<'_>, node: &str) -> Option<CandidateReason> {
 
 fn evacuations(ctx: &Context<'_>) -> Vec<Recommendation> {
     let cluster = &ctx.cluster;
+    // Most passes find no node to leave: then no Instance is looked at.
+    if cluster.nodes.iter().all(|n| reason_to_leave(n).is_none()) {
+        return Vec::new();
+    }
     let mut rows = Vec::new();
     let mut to_plan: Vec<(usize, CandidateReason, String)> = Vec::new();
     for (i, inst) in cluster.instances.iter().enumerate() {

@@ -270,18 +270,15 @@ fn balanced_allocation(ledger: &Ledger, pod: &Scoring<'_>, n: usize, columns: &[
 }
 
 /// 100 times one minus the spread of the node's requested fractions, `added` on top of what
-/// it holds.
+/// it holds. `columns` are cpu and memory: at most two fractions, whose spread is half their
+/// difference.
 fn balance(ledger: &Ledger, n: usize, columns: &[usize], added: impl Fn(usize) -> i64) -> i64 {
-    let fractions: Vec<f64> = columns
-        .iter()
-        .filter_map(|&c| {
-            let (allocatable, requested) = ledger.usage(n, c);
-            (allocatable != 0)
-                .then(|| ((requested + added(c)) as f64 / allocatable as f64).min(1.0))
-        })
-        .collect();
-    let std = match fractions.as_slice() {
-        [a, b] => ((a - b) / 2.0).abs(),
+    let mut fractions = columns.iter().filter_map(|&c| {
+        let (allocatable, requested) = ledger.usage(n, c);
+        (allocatable != 0).then(|| ((requested + added(c)) as f64 / allocatable as f64).min(1.0))
+    });
+    let std = match (fractions.next(), fractions.next()) {
+        (Some(a), Some(b)) => ((a - b) / 2.0).abs(),
         _ => 0.0,
     };
     ((1.0 - std) * MAX as f64) as i64

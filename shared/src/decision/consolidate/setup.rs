@@ -217,18 +217,26 @@ fn pending(
         .collect();
     let mut class_of: HashMap<(String, &Request), usize> = HashMap::new();
     let mut classes: Vec<Vec<bool>> = Vec::new();
+    // Per shape, whether each node passes its fixed filters, looked at only where there is
+    // room: most nodes have none for a large pod, and many requests share a shape.
+    let mut passes: HashMap<String, Vec<Option<bool>>> = HashMap::new();
     let mut needs: Vec<Need> = Vec::new();
     for pending in &cluster.pending {
         let pod = &cluster.pods[pending.pod];
-        let spec = &pod.pod.spec;
-        let key = (shape_key(ctx, pending.pod), surges.request(pending.pod));
+        let shape = shape_key(ctx, pending.pod);
+        let key = (shape.clone(), surges.request(pending.pod));
         let class = *class_of.entry(key).or_insert_with(|| {
+            let passes = passes
+                .entry(shape)
+                .or_insert_with(|| vec![None; cluster.nodes.len()]);
             classes.push(
                 (0..cluster.nodes.len())
                     .map(|n| {
                         host[n]
-                            && fixed_on(ctx, pod.namespace, spec, n).passes()
                             && surges.has_room_with(pending.pod, n, &emptied[n])
+                            && *passes[n].get_or_insert_with(|| {
+                                fixed_on(ctx, pod.namespace, &pod.pod.spec, n).passes()
+                            })
                     })
                     .collect(),
             );
