@@ -1,6 +1,8 @@
 //! The ideal repack the replays measure against: every movable Instance packed anew in every
 //! resource, with the scheduler's node filters.
 
+use std::collections::HashMap;
+
 use alfred::model::Context;
 use alfred::model::cluster::Cluster;
 
@@ -83,18 +85,93 @@ pub fn all_resources(ctx: &Context<'_>, repackable: &[bool]) -> Vec<i64> {
         .filter(|&n| cluster.nodes[n].gpu_total > 0)
         .collect();
     order.sort_by_key(|&n| (free[n][0], n));
+    // Each pool's nodes in that order, indexed by their free GPUs: the first node with room
+    // is found without looking at every full one before it.
+    let mut fits: Vec<FirstFit> = Vec::new();
+    let mut fit_of_pool: HashMap<&str, usize> = HashMap::new();
+    let mut place: Vec<Option<(usize, usize)>> = vec![None; cluster.nodes.len()];
+    for &n in &order {
+        if let Some(pool) = &cluster.nodes[n].pool {
+            let f = *fit_of_pool.entry(pool).or_insert_with(|| {
+                fits.push(FirstFit::default());
+                fits.len() - 1
+            });
+            place[n] = Some((f, fits[f].nodes.len()));
+            fits[f].nodes.push(n);
+        }
+    }
+    for fit in &mut fits {
+        fit.index(|n| free[n][0]);
+    }
     for (p, r) in items {
-        let pool = cluster.nodes[cluster.pods[p].host.unwrap()].pool.as_ref();
-        let to = order.iter().copied().find(|&n| {
-            cluster.nodes[n].pool.as_ref() == pool
-                && (0..3).all(|k| free[n][k] >= r[k])
-                && surges.allows(p, n)
+        let from = cluster.pods[p].host.unwrap();
+        let to = place[from].and_then(|(f, _)| {
+            let fit = &fits[f];
+            fit.first(r[0], |n| {
+                (1..3).all(|k| free[n][k] >= r[k]) && surges.allows(p, n)
+            })
         });
         // A pod that fits nowhere else stays where it is.
-        let to = to.unwrap_or_else(|| cluster.pods[p].host.unwrap());
+        let to = to.unwrap_or(from);
         for k in 0..3 {
             free[to][k] -= r[k];
         }
+        if let Some((f, at)) = place[to] {
+            fits[f].set(at, free[to][0]);
+        }
     }
     free.iter().map(|f| f[0] / 1000).collect()
+}
+
+/// Nodes in first-fit order under a tree of the most free GPUs of each stretch of them.
+#[derive(Default)]
+struct FirstFit {
+    nodes: Vec<usize>,
+    /// `most[1]` covers every node; `most[k]` covers the stretches of `most[2k]` and
+    /// `most[2k + 1]`; the leaves start at `leaves`.
+    most: Vec<i64>,
+    leaves: usize,
+}
+
+impl FirstFit {
+    fn index(&mut self, free_gpus: impl Fn(usize) -> i64) {
+        self.leaves = self.nodes.len().next_power_of_two();
+        self.most = vec![i64::MIN; 2 * self.leaves];
+        for (at, &n) in self.nodes.iter().enumerate() {
+            self.most[self.leaves + at] = free_gpus(n);
+        }
+        for k in (1..self.leaves).rev() {
+            self.most[k] = self.most[2 * k].max(self.most[2 * k + 1]);
+        }
+    }
+
+    fn set(&mut self, at: usize, free_gpus: i64) {
+        let mut k = self.leaves + at;
+        self.most[k] = free_gpus;
+        while k > 1 {
+            k /= 2;
+            self.most[k] = self.most[2 * k].max(self.most[2 * k + 1]);
+        }
+    }
+
+    /// The first node in order with at least `gpus` free that `fits` accepts.
+    fn first(&self, gpus: i64, fits: impl Fn(usize) -> bool) -> Option<usize> {
+        let mut stack = vec![1];
+        // Depth first, left before right, skipping every stretch without the GPUs.
+        while let Some(k) = stack.pop() {
+            if self.most[k] < gpus {
+                continue;
+            }
+            if k >= self.leaves {
+                let n = self.nodes[k - self.leaves];
+                if fits(n) {
+                    return Some(n);
+                }
+            } else {
+                stack.push(2 * k + 1);
+                stack.push(2 * k);
+            }
+        }
+        None
+    }
 }
