@@ -1,7 +1,7 @@
 //! The replay's scheduler: the simulator's filters and the profile's scores on a ledger kept
 //! as pods come and go, ties drawn at random as kube-scheduler draws them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use alfred::api::core::Pod as PodObject;
 use alfred::model::Context;
@@ -12,18 +12,19 @@ use crate::trace::{self, Rng, Task, TraceNode};
 
 pub struct Scheduler<'c, 's> {
     profile: Profile,
-    /// The simulator's filters and scores on the ledger kept as pods come and go.
+    /// The simulator's filters and scores on the ledger kept as pods come and go, searching
+    /// as kube-scheduler searches a stream of pods.
     placer: Placer<'c, 's>,
     tasks: &'c [Task],
     /// Per task row, once needed: the pod it is created as, and what the ledger charges for it.
     templates: Vec<Option<(NewPod, Request)>>,
     /// Per node: free GPUs, CPU (milli) and memory (MiB), and its GPU model, for a quick check
-    /// that some node has room before the simulator looks at every node.
+    /// that some node has room before the simulator searches.
     free: Vec<[i64; 3]>,
     models: Vec<String>,
-    /// Per GPU model, how many nodes have each number of free GPUs: most retries of a waiting
-    /// pod end here, without a walk over the nodes.
-    by_free_gpus: HashMap<String, Vec<usize>>,
+    /// Per GPU model, the nodes with each number of free GPUs: a retry of a waiting pod looks
+    /// only at the nodes with its GPUs free, most often none.
+    by_free_gpus: HashMap<String, Vec<BTreeSet<usize>>>,
 }
 
 impl<'c, 's> Scheduler<'c, 's> {
@@ -33,18 +34,20 @@ impl<'c, 's> Scheduler<'c, 's> {
         tasks: &'c [Task],
         profile: Profile,
     ) -> Self {
-        let mut by_free_gpus: HashMap<String, Vec<usize>> = HashMap::new();
-        for n in nodes {
+        let mut by_free_gpus: HashMap<String, Vec<BTreeSet<usize>>> = HashMap::new();
+        for (i, n) in nodes.iter().enumerate() {
             let slots = by_free_gpus.entry(n.model.clone()).or_default();
             let free = n.gpus.max(0) as usize;
             if slots.len() <= free {
-                slots.resize(free + 1, 0);
+                slots.resize(free + 1, BTreeSet::new());
             }
-            slots[free] += 1;
+            slots[free].insert(i);
         }
         Scheduler {
             profile,
-            placer: Placer::new(ctx, Ledger::new(&ctx.cluster), &[], &[]),
+            // A stream of pods, as kube-scheduler sees them: each search starts where the last
+            // one ended and stops at the share of feasible nodes it scores.
+            placer: Placer::new(ctx, Ledger::new(&ctx.cluster), &[], &[]).streaming(),
             tasks,
             templates: (0..tasks.len()).map(|_| None).collect(),
             free: nodes
@@ -63,14 +66,16 @@ impl<'c, 's> Scheduler<'c, 's> {
             && (task.gpu_spec.is_empty() || task.gpu_spec.contains(&self.models[n]))
     }
 
-    /// Whether a node of a model the task allows has its GPUs free.
-    fn gpus_free_for(&self, row: usize) -> bool {
+    /// Whether some node has room for a pod of task row `row`: only the nodes of a model it
+    /// allows with its GPUs free are looked at.
+    pub fn room_anywhere(&self, row: usize) -> bool {
         let task = &self.tasks[row];
         let gpus = task.holds().max(0) as usize;
         self.by_free_gpus
             .iter()
             .filter(|(model, _)| task.gpu_spec.is_empty() || task.gpu_spec.contains(model))
-            .any(|(_, slots)| slots.iter().skip(gpus).any(|&c| c > 0))
+            .flat_map(|(_, slots)| slots.iter().skip(gpus).flatten())
+            .any(|&n| self.has_room(n, row))
     }
 
     /// Changes node `n`'s free resources by `sign` times `need`.
@@ -79,11 +84,11 @@ impl<'c, 's> Scheduler<'c, 's> {
             .by_free_gpus
             .get_mut(&self.models[n])
             .expect("every node's model is counted");
-        slots[self.free[n][0] as usize] -= 1;
+        slots[self.free[n][0] as usize].remove(&n);
         for (r, amount) in need.iter().enumerate() {
             self.free[n][r] += sign * amount;
         }
-        slots[self.free[n][0] as usize] += 1;
+        slots[self.free[n][0] as usize].insert(n);
     }
 
     fn needs(&self, row: usize) -> [i64; 3] {
@@ -94,7 +99,7 @@ impl<'c, 's> Scheduler<'c, 's> {
     /// Binds a pod of task row `row` where the scheduler would, or None when no node takes it;
     /// never on a `tainted` node (a taint it does not tolerate).
     pub fn place(&mut self, row: usize, tainted: &[usize], rng: &mut Rng) -> Option<usize> {
-        if !self.gpus_free_for(row) || !(0..self.free.len()).any(|n| self.has_room(n, row)) {
+        if !self.room_anywhere(row) {
             return None;
         }
         if self.templates[row].is_none() {
@@ -115,7 +120,7 @@ impl<'c, 's> Scheduler<'c, 's> {
         tainted: &[usize],
         rng: &mut Rng,
     ) -> Option<usize> {
-        if !self.gpus_free_for(row) || !(0..self.free.len()).any(|n| self.has_room(n, row)) {
+        if !self.room_anywhere(row) {
             return None;
         }
         let (pod, request) = self.template(row, hints);

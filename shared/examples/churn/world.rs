@@ -262,6 +262,12 @@ impl<'c, 's> World<'c, 's> {
     fn try_place(&mut self, waiter: Waiter) -> bool {
         let k = waiter.task;
         let row = self.live[k].row;
+        // Most retries find no room anywhere: they end before the holds are looked at (a
+        // surge whose migration ended goes either way).
+        if (self.live[k].migration.is_some() || !waiter.surge) && !self.scheduler.room_anywhere(row)
+        {
+            return false;
+        }
         // Alfred's hold taint keeps everyone off the node but the pod it is for.
         let held: Vec<usize> = self
             .holds
