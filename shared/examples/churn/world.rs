@@ -262,10 +262,11 @@ impl<'c, 's> World<'c, 's> {
     fn try_place(&mut self, waiter: Waiter) -> bool {
         let k = waiter.task;
         let row = self.live[k].row;
-        // Most retries find no room anywhere: they end before the holds are looked at (a
-        // surge whose migration ended goes either way).
-        if (self.live[k].migration.is_some() || !waiter.surge) && !self.scheduler.room_anywhere(row)
-        {
+        if waiter.surge && self.live[k].migration.is_none() {
+            return true; // the migration ended: its surge is no longer wanted
+        }
+        // Most retries find no room anywhere: they end here, before the holds are looked at.
+        if !self.scheduler.room_anywhere(row) {
             return false;
         }
         // Alfred's hold taint keeps everyone off the node but the pod it is for.
@@ -291,9 +292,7 @@ impl<'c, 's> World<'c, 's> {
             self.push(leaves, Event::Departure(k));
             return true;
         }
-        let Some(m) = &self.live[k].migration else {
-            return true; // the migration ended: its surge is no longer wanted
-        };
+        let m = self.live[k].migration.as_ref().expect("checked above");
         let hints = m.hints.clone();
         let Some(n) = self
             .scheduler
