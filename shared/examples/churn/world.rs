@@ -147,6 +147,10 @@ pub struct Counters {
     pub holds_placed: usize,
     pub holds_released: std::collections::BTreeMap<&'static str, usize>,
     pub held_pods_bound_there: usize,
+    /// Surges bound, and those bound on a node the request did not hint (kube-scheduler
+    /// scores only its share of the feasible nodes, which may hold none of the hints).
+    pub surges_bound: usize,
+    pub surges_off_hints: usize,
     /// First pass error seen, for the report.
     pub first_error: Option<String>,
 }
@@ -304,6 +308,10 @@ impl<'c, 's> World<'c, 's> {
         let pod = &mut self.live[k];
         let m = pod.migration.as_mut().expect("checked above");
         m.surge_node = Some(n);
+        self.counters.surges_bound += 1;
+        if !hints.contains(&self.nodes[n].name) {
+            self.counters.surges_off_hints += 1;
+        }
         m.surge_started = now;
         let serial = m.serial;
         pod.version += 1;
