@@ -410,7 +410,7 @@ macro_rules! each_kind {
 }
 
 fn counts(snapshot: &Snapshot) -> Counts {
-    let mut counts = [0; 13];
+    let mut counts = Counts::default();
     macro_rules! count {
         ($i:expr, $field:ident) => {
             counts[$i] = snapshot.$field.len();
