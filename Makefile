@@ -11,7 +11,7 @@ RELEASE_URL ?= https://github.com/OWNER/kubectl-alfred/releases/download/v$(shel
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test unit e2e oracle cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-churn bench-live install dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
+.PHONY: help build test unit e2e oracle cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-bound bench-churn bench-live install dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -71,6 +71,18 @@ bench-trace: ## Consolidation plans on the openb trace: make bench-trace OPENB=D
 	for list in default multigpu50; do \
 	  $(TARGET_DIR)/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
 	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed 1 --repeat-nodes 4278 || exit 1; done
+
+bench-bound: ## How far `recommend --plan` is from the fewest moves possible: its moves beside a proven lower bound (an integer program in HiGHS, tests/bench/fewest_moves.py) on openb replays: make bench-bound OPENB=DIR
+	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }
+	$(CARGO) build -q --release -p alfred-shared --example trace_bench
+	$(CARGO) build -q --release -p kubectl-alfred
+	test -x $(TARGET_DIR)/bound-venv/bin/python || { python3 -m venv $(TARGET_DIR)/bound-venv && $(TARGET_DIR)/bound-venv/bin/pip install -q highspy; }
+	for list in default multigpu50; do for nodes in "" "--repeat-nodes 4278"; do \
+	  $(TARGET_DIR)/release/examples/trace_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
+	    --pods $(OPENB)/openb_pod_list_$$list.csv --load 0.95 --seed 1 $$nodes --write $(TARGET_DIR)/bound-snapshot.json > /dev/null && \
+	  $(TARGET_DIR)/release/kubectl-alfred recommend -f $(TARGET_DIR)/bound-snapshot.json \
+	    --config shared/examples/churn/alfred-chart.yaml --plan -o json > $(TARGET_DIR)/bound-plan.json && \
+	  echo "$$list $$nodes: $$($(TARGET_DIR)/bound-venv/bin/python tests/bench/fewest_moves.py $(TARGET_DIR)/bound-snapshot.json --plan $(TARGET_DIR)/bound-plan.json 2>/dev/null)" || exit 1; done; done
 
 bench-churn: ## Fragmentation over time: the closed-loop replay of the openb trace (24 h after 2 h of warm-up), Alfred off or on with a configuration of shared/examples/churn (the chart's bounds, 60 moves an hour, each with a hold); JSON lines: make bench-churn OPENB=DIR [SEEDS="1 2 3"] [LOADS="0.9 0.97"] [ALFRED="off chart chart-hold 60-an-hour 60-an-hour-hold"]
 	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }
