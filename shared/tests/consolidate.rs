@@ -541,6 +541,37 @@ fn an_instance_in_the_way_gets_its_room_from_one_more_move() {
     );
 }
 
+#[test]
+fn room_for_a_larger_pod_is_made_in_one_move_where_one_will_do() {
+    // An 8-GPU pod waits for a, whose 4-GPU Instance needs a node with 4 free. No node has them:
+    // 70 nodes with 2 free give 4 by moving two 1-GPU Instances out, and b, the last the scan
+    // meets among equal room, by moving its one 2-GPU Instance. One move makes the room, not two.
+    let mut w = World::new()
+        .node("a", 8)
+        .omenative("team", "four", &[("a", 4)])
+        .node("b", 8)
+        .omenative("team", "two", &[("b", 2)]);
+    let mut pinned = vec!["b".to_string()];
+    for k in 0..70 {
+        let n = format!("n{k:02}");
+        w = w
+            .node(&n, 8)
+            .omenative("team", &format!("one-{k:02}"), &[(&n, 1), (&n, 1)]);
+        pinned.push(n);
+    }
+    let places: Vec<(&str, i64)> = pinned.iter().map(|n| (n.as_str(), 4)).collect();
+    let w = w
+        .omenative("team", "pinned", &places)
+        .annotate("pinned", "alfred.ome.io/movable", "false")
+        .pending("team", "big-0", 8, 20, "big");
+    let plan = plan_of(&w, None);
+    assert_eq!(plan.after().pending_gpus, 8, "{:?}", moves_of(&plan));
+    let moves = moves_of(&plan);
+    assert_eq!(moves.len(), 2, "{moves:?}");
+    assert!(moves[0].starts_with("team/two to n"), "{moves:?}");
+    assert_eq!(moves[1], "team/four to b");
+}
+
 /// Instance `x` of the consolidation case arrived on a by a move off `from` that started
 /// `minutes` ago (a Completed row on its InferenceReplica, as OME keeps it).
 fn moved_in(w: World, x: &str, from: &str, minutes: i64) -> World {

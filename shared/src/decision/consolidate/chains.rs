@@ -10,6 +10,10 @@ use super::{MovablePod, Planner};
 /// move that finds no room costs on a large cluster.
 pub(super) const CHAIN_SCAN: usize = 64;
 
+/// Nodes a chained move looks at, in the same order, for one where a single move may make the
+/// room (a look at GPUs alone, cheap beside `room_made_on`).
+const ONE_MOVE_SCAN: usize = 512;
+
 /// Moves (movable, target) that make room on a node for a larger pod.
 pub(super) type Chain = Vec<(usize, usize)>;
 
@@ -42,8 +46,18 @@ impl Planner<'_, '_> {
             .of(&movable.pool, self.fit_of[&pod], room_index)?;
         let closed = RefCell::new(Vec::new());
         let nodes = (0..2u8).flat_map(|rank| {
-            room_to_make(&open, rank, gpus, !gpus_there)
-                .filter(|&n| !trial.delta.contains_key(&n) && may_take(n))
+            let mut order = room_to_make(&open, rank, gpus, !gpus_there)
+                .filter(|&n| !trial.delta.contains_key(&n) && may_take(n));
+            // Nodes where one move may make the room go first: by room alone, the first
+            // CHAIN_SCAN are often nodes of single GPUs that need two.
+            let (one_move, more): (Vec<usize>, Vec<usize>) = order
+                .by_ref()
+                .take(ONE_MOVE_SCAN)
+                .partition(|&n| self.one_move_may_do(trial, n, gpus));
+            one_move
+                .into_iter()
+                .chain(more)
+                .chain(order)
                 .filter_map(|n| {
                     let smaller = self.room_made_on(trial, n, pod);
                     if smaller.is_none() {
@@ -183,6 +197,20 @@ impl Planner<'_, '_> {
             }
         }
         None
+    }
+
+    /// Whether one move may make room for `gpus` on node `n`, by GPUs alone: it has them (and
+    /// is short of something else), or its largest smaller single-pod Instance frees enough.
+    fn one_move_may_do(&self, trial: &Trial, n: usize, gpus: i64) -> bool {
+        let room = self.spare_in(trial, n);
+        let largest = self.on_node[n]
+            .iter()
+            .filter(|&&x| !self.moved[x] && !trial.taken.contains(&x))
+            .map(|&x| &self.movables[x].pods)
+            .filter(|pods| pods.len() == 1 && pods[0].gpus < gpus)
+            .map(|pods| pods[0].gpus)
+            .max();
+        room >= gpus || room + largest.unwrap_or(0) >= gpus
     }
 
     /// Node `n`'s single-pod Instances no larger than `pod` (smaller ones, or where the GPUs
