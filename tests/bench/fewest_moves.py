@@ -3,23 +3,27 @@
 from an integer program (HiGHS) over a relaxation of the planner's problem. `recommend --plan`
 is within X% of the fewest moves possible when its moves are within X% of this bound.
 
-    fewest_moves.py SNAPSHOT.json (--gpus N | --plan PLAN.json) [--time-limit SECONDS]
+    fewest_moves.py SNAPSHOT.json (--gpus N | --plan PLAN.json) [--gpus-only] [--time-limit SECONDS]
 
 PLAN.json is `kubectl alfred recommend -f SNAPSHOT --plan -o json`: the bound is then for the
 pending GPUs its plan makes placeable, and the plan's moves are printed beside it.
 
-What it keeps of the problem: per node, the Instances that leave it (the j largest: no j moves
-free more GPUs), each of them landing on room of its own size in its own GPU pool, and pending
-pods seated by GPU room (item sizes 1, 2, 4 and 8 divide each other, so these counts pack
-exactly). What it drops, so that its optimum is never above the true one: CPU and memory, the
-scheduler's other filters and the pending pods' node constraints, the order of moves and their
-surges, and which Instances eligibility forbids moving (every OME pod counts as movable). Pods
-of one Instance on several nodes are refused: moving one counts once, not per pod.
+What it keeps of the problem: per node, the Instances that leave it (any j of them free at most
+the j largest GPUs, and at most the j largest CPU and memory requests), each of them landing on
+room of its own size in its own GPU pool, and pending pods seated by room (item sizes 1, 2, 4
+and 8 divide each other, so these counts pack GPUs exactly); CPU and memory count each pod
+landing at the least any Instance of its size in its pool requests, each pending pod at its own
+requests (rounded down), and each node's room rounded up (so that nodes alike are one variable). What it drops, so that its
+optimum is never above the true one: the scheduler's other filters and the pending pods' node
+constraints, the order of moves and their surges, and which Instances eligibility forbids
+moving (every OME pod counts as movable). `--gpus-only` drops CPU and memory too. Pods of one
+Instance on several nodes are refused: moving one counts once, not per pod.
 """
 
 import argparse
 import collections
 import json
+import math
 import os
 import sys
 import time
@@ -32,53 +36,102 @@ except ImportError:
 INSTANCE_LABELS = ("ome.io/inferenceservice", "component", "ome.io/instance-index")
 
 
-def gpus(pod):
-    return sum(
-        int(c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0) or 0)
-        for c in pod["spec"]["containers"]
-    )
+# Rounding steps for CPU (cores) and memory (GiB): room rounds up, demand down.
+CPU_STEP, MEMORY_STEP = 2.0, 8.0
 
 
-def read_cluster(items):
-    """Per node (GPUs, pool, free GPUs, movable Instances' GPUs largest first); pending pods by
-    size; free GPUs per pool."""
+def quantity(text, unit):
+    """A Kubernetes quantity in cores (unit 1) or GiB (unit 2**30)."""
+    text = str(text)
+    suffixes = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
+    for suffix, factor in suffixes.items():
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * factor / unit
+    return float(text) / unit
+
+
+def requests(pod):
+    """(GPUs, cores, GiB) the pod asks for."""
+    g = cpu = memory = 0.0
+    for c in pod["spec"]["containers"]:
+        res = c.get("resources", {})
+        g += int(res.get("limits", {}).get("nvidia.com/gpu", 0) or 0)
+        cpu += quantity(res.get("requests", {}).get("cpu", 0), 1)
+        memory += quantity(res.get("requests", {}).get("memory", 0), 2**30)
+    return int(g), cpu, memory
+
+
+def up(x, step):
+    return math.ceil(x / step - 1e-9) * step
+
+
+def down(x, step):
+    return math.floor(x / step + 1e-9) * step
+
+
+def read_cluster(items, gpus_only):
+    """Node types (pool, GPUs, free GPUs, free cores, free GiB, movable Instances as (GPUs,
+    cores, GiB) largest first) with their counts; per pool and size the least cores and GiB a
+    movable Instance asks for; pending pods by (GPUs, cores, GiB); free GPUs per pool."""
     nodes = {}
     on_node = collections.defaultdict(list)
     pending = collections.Counter()
+    least = {}  # (pool, size) -> (cores, GiB)
     instances = collections.Counter()
+
+    def at_least(key, cpu, memory):
+        old = least.get(key, (cpu, memory))
+        least[key] = (min(old[0], cpu), min(old[1], memory))
+
     for o in items:
         if o.get("kind") == "Node":
             allocatable = o.get("status", {}).get("allocatable", {})
             pool = o["metadata"].get("labels", {}).get("nvidia.com/gpu.product", "")
-            nodes[o["metadata"]["name"]] = (int(allocatable.get("nvidia.com/gpu", 0)), pool)
-        elif o.get("kind") == "Pod" and o.get("status", {}).get("phase") in ("Running", "Pending"):
-            g = gpus(o)
-            if g == 0:
-                continue
-            labels = o["metadata"].get("labels", {})
-            node = o["spec"].get("nodeName")
-            if not node:
-                pending[g] += 1
-                continue
-            movable = all(k in labels for k in INSTANCE_LABELS)
-            if movable:
-                key = tuple(labels[k] for k in INSTANCE_LABELS) + (o["metadata"].get("namespace"),)
-                instances[key] += 1
-                if instances[key] > 1:
-                    sys.exit(f"Instance {key} has several GPU pods: this bound counts one move a pod")
-            on_node[node].append((g, movable))
+            nodes[o["metadata"]["name"]] = (
+                int(allocatable.get("nvidia.com/gpu", 0)),
+                pool,
+                quantity(allocatable.get("cpu", 0), 1),
+                quantity(allocatable.get("memory", 0), 2**30),
+            )
+    for o in items:
+        if o.get("kind") != "Pod" or o.get("status", {}).get("phase") not in ("Running", "Pending"):
+            continue
+        g, cpu, memory = requests(o)
+        if gpus_only:
+            cpu = memory = 0.0
+        node = o["spec"].get("nodeName")
+        if not node:
+            if g > 0:
+                pending[(g, down(cpu, CPU_STEP), down(memory, MEMORY_STEP))] += 1
+            continue
+        labels = o["metadata"].get("labels", {})
+        movable = g > 0 and all(k in labels for k in INSTANCE_LABELS)
+        if movable:
+            key = tuple(labels[k] for k in INSTANCE_LABELS) + (o["metadata"].get("namespace"),)
+            instances[key] += 1
+            if instances[key] > 1:
+                sys.exit(f"Instance {key} has several GPU pods: this bound counts one move a pod")
+            if node in nodes:
+                at_least((nodes[node][1], g), cpu, memory)
+        on_node[node].append((g, cpu, memory, movable))
     types = collections.Counter()
     pool_free = collections.Counter()
-    for name, (total, pool) in nodes.items():
+    for name, (total, pool, cores, gib) in nodes.items():
         if total == 0:
             continue
         pods = on_node[name]
-        free = total - sum(g for g, _ in pods)
+        free = total - sum(p[0] for p in pods)
         pool_free[pool] += free
         # An Instance that fills its node never helps: moving it only moves the whole room.
-        movable = tuple(sorted((g for g, m in pods if m and g < total), reverse=True))
-        types[(pool, total, free, movable)] += 1
-    return types, pending, pool_free
+        movable = sorted(
+            ((g, up(c, CPU_STEP), up(m, MEMORY_STEP)) for g, c, m, mv in pods if mv and g < total),
+            reverse=True,
+        )
+        cpu_free = up(max(0.0, cores - sum(p[1] for p in pods)), CPU_STEP)
+        memory_free = up(max(0.0, gib - sum(p[2] for p in pods)), MEMORY_STEP)
+        types[(pool, total, free, cpu_free, memory_free, tuple(movable))] += 1
+    least = {k: (down(c, CPU_STEP), down(m, MEMORY_STEP)) for k, (c, m) in least.items()}
+    return types, least, pending, pool_free
 
 
 class Program:
@@ -133,47 +186,57 @@ class Program:
         return h.modelStatusToString(h.getModelStatus()), info.objective_function_value, info.mip_dual_bound
 
 
-def bound(types, pending, pool_free, target, time_limit):
-    """The program: nodes alike (pool, GPUs, free GPUs, movable Instances) are one type, and per
-    type and j (the j largest leave) how many nodes do so, what they seat and what lands there."""
+def bound(types, least, pending, pool_free, target, time_limit):
+    """The program: nodes alike are one type, and per type and j (j of its movable Instances
+    leave) how many nodes do so, what they seat and what lands there."""
     p = Program()
-    sizes = sorted(set(pending) | {g for t in types for g in t[3]})
-    moved_sizes = {(t[0], g) for t in types for g in t[3]}
-    seated = collections.defaultdict(dict)  # size -> {column: 1}
+    sizes = sorted({k[0] for k in pending} | {m[0] for t in types for m in t[5]})
+    moved_sizes = {(t[0], m[0]) for t in types for m in t[5]}
+    seated = collections.defaultdict(dict)  # pending class -> {column: 1}
     seated_gpus, seated_in_pool = {}, collections.defaultdict(dict)
     landing = collections.defaultdict(dict)  # (pool, size) -> landed minus left = 0
-    for (pool, total, free, movable), count in types.items():
+    for (pool, total, free, cpu_free, memory_free, movable), count in types.items():
+        by_cpu = sorted((m[1] for m in movable), reverse=True)
+        by_memory = sorted((m[2] for m in movable), reverse=True)
         choices = []
         for j in range(len(movable) + 1):
-            room = free + sum(movable[:j])
+            room = free + sum(m[0] for m in movable[:j])
+            cpu_room = cpu_free + sum(by_cpu[:j])
+            memory_room = memory_free + sum(by_memory[:j])
             x = p.var(j, count)
             choices.append(x)
-            for g in set(movable[:j]):
-                landing[(pool, g)][x] = landing[(pool, g)].get(x, 0) - movable[:j].count(g)
-            items = []
-            for g in sizes:
-                if g > room:
-                    continue
-                if g in pending:
+            for g in {m[0] for m in movable[:j]}:
+                left = sum(1 for m in movable[:j] if m[0] == g)
+                landing[(pool, g)][x] = landing[(pool, g)].get(x, 0) - left
+            items = []  # (size, column, cores, GiB)
+            for cls in pending:
+                g = cls[0]
+                if g <= room and cls[1] <= cpu_room and cls[2] <= memory_room:
                     y = p.var(0, count * (room // g))
-                    items.append((g, y))
-                    seated[g][y] = 1
+                    items.append((g, y) + cls[1:])
+                    seated[cls][y] = 1
                     seated_gpus[y] = g
                     seated_in_pool[pool][y] = g
-                if (pool, g) in moved_sizes:
+            for g in sizes:
+                if g <= room and (pool, g) in moved_sizes:
                     w = p.var(0, count * (room // g))
-                    items.append((g, w))
+                    items.append((g, w) + least[(pool, g)])
                     landing[(pool, g)][w] = 1
             # Divisible sizes fit a node's room exactly when, for every size, the items that
             # large or larger fill no more than the room's whole multiples of it.
             for g in sizes:
-                large = {col: size for size, col in items if size >= g}
+                large = {col: size for size, col, _, _ in items if size >= g}
                 if large:
                     large[x] = -(g * (room // g))
                     p.row(large, None, 0)
+            for k, node_room in ((2, cpu_room), (3, memory_room)):
+                need = {item[1]: item[k] for item in items if item[k] > 0}
+                if need:
+                    need[x] = -node_room
+                    p.row(need, None, 0)
         p.row({x: 1 for x in choices}, count, count)
-    for g, coefs in seated.items():
-        p.row(coefs, 0, pending[g])
+    for cls, coefs in seated.items():
+        p.row(coefs, 0, pending[cls])
     p.row(seated_gpus, target, None)
     # Moves move room around inside a pool; they add none to it.
     for pool, coefs in seated_in_pool.items():
@@ -188,6 +251,7 @@ def main():
     ap.add_argument("snapshot")
     ap.add_argument("--gpus", type=int, help="pending GPUs to make placeable")
     ap.add_argument("--plan", help="`recommend --plan -o json` of the same snapshot")
+    ap.add_argument("--gpus-only", action="store_true", help="leave CPU and memory out")
     ap.add_argument("--time-limit", type=float, default=600)
     args = ap.parse_args()
     try:
@@ -202,12 +266,12 @@ def main():
     target = args.gpus if args.gpus is not None else plan and plan["curve"][-1]["pendingGpus"]
     if target is None:
         sys.exit("give --gpus N or --plan FILE")
-    types, pending, pool_free = read_cluster(items)
+    types, least, pending, pool_free = read_cluster(items, args.gpus_only)
     start = time.time()
-    (status, moves, dual), columns = bound(types, pending, pool_free, target, args.time_limit)
+    (status, moves, dual), columns = bound(types, least, pending, pool_free, target, args.time_limit)
     out = {
         "pendingGpus": target,
-        "pending": {str(g): n for g, n in sorted(pending.items())},
+        "pending": {str(g): sum(n for k, n in pending.items() if k[0] == g) for g in sorted({k[0] for k in pending})},
         "nodeTypes": len(types),
         "columns": columns,
         "status": status,
