@@ -8,9 +8,9 @@ is within X% of the fewest moves possible when its moves are within X% of this b
 PLAN.json is `kubectl alfred recommend -f SNAPSHOT --plan -o json`: the bound is then for the
 pending GPUs its plan makes placeable, and the plan's moves are printed beside it.
 
-What it keeps of the problem: per node, the Instances that leave it (any j of them free at most
-the j largest GPUs, and at most the j largest CPU and memory requests), each of them landing on
-room of its own size in its own GPU pool, and pending pods seated by room (item sizes 1, 2, 4
+What it keeps of the problem: per node, which Instances leave it (every choice of how many of
+each size: the GPUs that frees exactly, and of CPU and memory at most the largest requests of
+that many of that size), each of them landing on room of its own size in its own GPU pool, and pending pods seated by room (item sizes 1, 2, 4
 and 8 divide each other, so these counts pack GPUs exactly); CPU and memory count each pod
 landing at the least any Instance of its size in its pool requests, each pending pod at its own
 requests (rounded down), and each node's room rounded up (so that nodes alike are one variable). What it drops, so that its
@@ -22,6 +22,7 @@ Instance on several nodes are refused: moving one counts once, not per pod.
 
 import argparse
 import collections
+import itertools
 import json
 import math
 import os
@@ -187,8 +188,9 @@ class Program:
 
 
 def bound(types, least, pending, pool_free, target, time_limit):
-    """The program: nodes alike are one type, and per type and j (j of its movable Instances
-    leave) how many nodes do so, what they seat and what lands there."""
+    """The program: nodes alike are one type, and per type and choice of the Instances that
+    leave it (how many of each size) how many nodes do so, what they seat and what lands
+    there."""
     p = Program()
     sizes = sorted({k[0] for k in pending} | {m[0] for t in types for m in t[5]})
     moved_sizes = {(t[0], m[0]) for t in types for m in t[5]}
@@ -196,18 +198,25 @@ def bound(types, least, pending, pool_free, target, time_limit):
     seated_gpus, seated_in_pool = {}, collections.defaultdict(dict)
     landing = collections.defaultdict(dict)  # (pool, size) -> landed minus left = 0
     for (pool, total, free, cpu_free, memory_free, movable), count in types.items():
-        by_cpu = sorted((m[1] for m in movable), reverse=True)
-        by_memory = sorted((m[2] for m in movable), reverse=True)
+        # Per size of movable Instance: their CPU and memory requests, largest first.
+        of_size = collections.defaultdict(lambda: ([], []))
+        for g, cpu, memory in movable:
+            of_size[g][0].append(cpu)
+            of_size[g][1].append(memory)
+        for lists in of_size.values():
+            lists[0].sort(reverse=True)
+            lists[1].sort(reverse=True)
         choices = []
-        for j in range(len(movable) + 1):
-            room = free + sum(m[0] for m in movable[:j])
-            cpu_room = cpu_free + sum(by_cpu[:j])
-            memory_room = memory_free + sum(by_memory[:j])
-            x = p.var(j, count)
+        for counts in itertools.product(*(range(len(c) + 1) for c, _ in of_size.values())):
+            leaving = dict(zip(of_size, counts))
+            room = free + sum(g * k for g, k in leaving.items())
+            cpu_room = cpu_free + sum(sum(of_size[g][0][:k]) for g, k in leaving.items())
+            memory_room = memory_free + sum(sum(of_size[g][1][:k]) for g, k in leaving.items())
+            x = p.var(sum(counts), count)
             choices.append(x)
-            for g in {m[0] for m in movable[:j]}:
-                left = sum(1 for m in movable[:j] if m[0] == g)
-                landing[(pool, g)][x] = landing[(pool, g)].get(x, 0) - left
+            for g, k in leaving.items():
+                if k:
+                    landing[(pool, g)][x] = landing[(pool, g)].get(x, 0) - k
             items = []  # (size, column, cores, GiB)
             for cls in pending:
                 g = cls[0]
