@@ -10,14 +10,15 @@ pending GPUs its plan makes placeable, and the plan's moves are printed beside i
 
 What it keeps of the problem: per node, which Instances leave it (every choice of how many of
 each size: the GPUs that frees exactly, and of CPU and memory at most the largest requests of
-that many of that size), each of them landing on room of its own size in its own GPU pool, and pending pods seated by room (item sizes 1, 2, 4
-and 8 divide each other, so these counts pack GPUs exactly); CPU and memory count each pod
-landing at the least any Instance of its size in its pool requests, each pending pod at its own
-requests (rounded down), and each node's room rounded up (so that nodes alike are one variable). What it drops, so that its
-optimum is never above the true one: the scheduler's other filters and the pending pods' node
-constraints, the order of moves and their surges, and which Instances eligibility forbids
-moving (every OME pod counts as movable). `--gpus-only` drops CPU and memory too. Pods of one
-Instance on several nodes are refused: moving one counts once, not per pod.
+that many of that size), each of them landing on room of its own size in its own GPU pool, and
+pending pods seated by room (sizes 1, 2, 4 and 8 divide each other, so these counts pack GPUs
+exactly). CPU and memory: a landing Instance counts the least any of its size in its pool
+requests, a pending pod its own requests (both rounded down), a node's room is rounded up (so
+that nodes alike are one variable). What it drops, so that its optimum is never above the true
+one: the scheduler's other filters and the pending pods' node constraints, the order of moves
+and their surges, and which Instances eligibility forbids moving (every OME pod counts as
+movable). `--gpus-only` drops CPU and memory too. Pods of one Instance on several nodes are
+refused: moving one counts once, not per pod.
 """
 
 import argparse
@@ -35,7 +36,6 @@ except ImportError:
     sys.exit("fewest_moves.py needs HiGHS for Python: pip install highspy")
 
 INSTANCE_LABELS = ("ome.io/inferenceservice", "component", "ome.io/instance-index")
-
 
 # Rounding steps for CPU (cores) and memory (GiB): room rounds up, demand down.
 CPU_STEP, MEMORY_STEP = 2.0, 8.0
@@ -278,9 +278,12 @@ def main():
     types, least, pending, pool_free = read_cluster(items, args.gpus_only)
     start = time.time()
     (status, moves, dual), columns = bound(types, least, pending, pool_free, target, args.time_limit)
+    by_size = collections.Counter()
+    for (g, _, _), n in sorted(pending.items()):
+        by_size[str(g)] += n
     out = {
         "pendingGpus": target,
-        "pending": {str(g): sum(n for k, n in pending.items() if k[0] == g) for g in sorted({k[0] for k in pending})},
+        "pending": by_size,
         "nodeTypes": len(types),
         "columns": columns,
         "status": status,

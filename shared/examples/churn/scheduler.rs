@@ -97,8 +97,8 @@ impl<'c, 's> Scheduler<'c, 's> {
     }
 
     /// Binds a pod of task row `row` where the scheduler would, or None when no node takes it;
-    /// never on a `tainted` node (a taint it does not tolerate). `room_anywhere` first is
-    /// quicker when no node has the room.
+    /// never on a `tainted` node (a taint it does not tolerate). It does not check
+    /// `room_anywhere` itself: `World::try_place` does, before the holds are looked at.
     pub fn place(&mut self, row: usize, tainted: &[usize], rng: &mut Rng) -> Option<usize> {
         if self.templates[row].is_none() {
             self.templates[row] = Some(self.template(row, &[]));
