@@ -14,8 +14,10 @@
 //! of the task list drawn at random with its GPUs, CPU, memory, GPU models and lifetime (a list
 //! without times borrows them from `--lifetimes`, by row name where it has one, else from a row
 //! holding as many GPUs; by default the `openb_pod_list_default.csv` beside `--pods`). The
-//! replay starts in the steady state (tasks present in proportion to their lifetimes, each with
-//! what is left of it), so the warm-up only settles the scheduler's own effect. A task runs for
+//! replay starts in the steady state of running tasks (drawn in proportion to their lifetimes,
+//! each with what is left of it, where the scheduler puts them; a drawn task no node takes is
+//! dropped, since a waiting task has run nothing and is drawn as an arrival), so the queue
+//! builds from the arrivals of the warm-up. A task runs for
 //! its lifetime from when it is bound; one that fits nowhere waits, and waiting tasks are tried
 //! again in arrival order whenever one leaves, as kube-scheduler retries them.
 //!
@@ -86,6 +88,8 @@ use world::{Counters, Event, HOUR, MINUTE, OmeSettings, World, timestamp, unifor
 const SAMPLE: u64 = 5 * MINUTE;
 /// The shortest run a task is given (the trace holds tasks deleted as they were created).
 const SHORTEST: u64 = MINUTE;
+/// The start state is full when this many draws in a row find no node.
+const FULL_AFTER_REFUSALS: u32 = 1000;
 /// The pod sizes whose waits are reported.
 const SIZES: [i64; 4] = [1, 2, 4, 8];
 /// Alfred's configuration when `--config` names none: the ome-alfred chart's bounds, in
@@ -389,23 +393,28 @@ fn replay(
     // runs of one seed see the same tasks whatever Alfred and the scheduler do.
     let mut trace_rng = Rng::new(options.seed ^ 0x7ace);
 
-    // The steady state: tasks present in proportion to their running times, each with a
-    // uniformly drawn part of it left, until they hold LOAD x the GPUs.
+    // The steady state of running tasks: drawn in proportion to their running times, each with
+    // a uniformly drawn part of it left, until those the scheduler seats hold LOAD x the GPUs.
+    // One that no node takes is dropped: drawing waiting tasks by their running times would
+    // fill the queue with the longest ones, where arrivals wait whatever their lifetime.
     let mut cumulative = Vec::with_capacity(tasks.len());
     let mut total = 0.0;
     for t in tasks {
         total += runs(t) as f64;
         cumulative.push(total);
     }
-    let mut held = 0;
-    while (held as f64) < options.load * gpus as f64 {
+    let (mut held, mut refused) = (0, 0);
+    while (held as f64) < options.load * gpus as f64 && refused < FULL_AFTER_REFUSALS {
         let x = uniform(&mut trace_rng) * total;
         let row = cumulative.partition_point(|&c| c < x).min(tasks.len() - 1);
-        held += tasks[row].holds();
         let lifetime = runs(&tasks[row]);
         let left = ((uniform(&mut trace_rng) * lifetime as f64) as u64).max(SHORTEST);
-        let k = world.arrive(row, left);
-        world.live[k].ran_before = lifetime.saturating_sub(left);
+        if world.seat_at_start(row, left, lifetime.saturating_sub(left)) {
+            held += tasks[row].holds();
+            refused = 0;
+        } else {
+            refused += 1;
+        }
     }
     world.push(0, Event::Arrival);
     world.push(start, Event::Sample);
@@ -606,20 +615,14 @@ mod tests {
         )
     }
 
-    #[test]
-    fn reads_made_from_the_last_one_equal_whole_reads() {
-        let (nodes, tasks) = trace();
-        let profile_config = profile_config("default").expect("the default profile");
-        let mut config = Config::parse(include_str!("churn/alfred-60-an-hour-hold.yaml"))
-            .expect("the example configuration");
-        config.scheduling_profiles = profile_config.scheduling_profiles.clone();
-        let options = Options {
+    fn options(hours: f64, warmup: f64, alfred: Option<Config>) -> Options {
+        Options {
             load: 0.9,
             seed: 1,
-            hours: 3.0,
-            warmup: 0.5,
+            hours,
+            warmup,
             profile: "default".into(),
-            alfred: Some(config),
+            alfred,
             ome: OmeSettings {
                 acknowledge_ms: 5_000,
                 model_load_ms: 60_000,
@@ -631,7 +634,33 @@ mod tests {
             log: false,
             check_reads: true,
             snapshot: None,
-        };
+        }
+    }
+
+    #[test]
+    fn the_replay_starts_with_running_tasks_only() {
+        let (nodes, tasks) = trace();
+        let profile =
+            select(&profile_config("default").expect("the default profile")).expect("the profile");
+        // Without Alfred the 8-GPU tasks find no node once the 1-GPU ones are spread; none is
+        // waiting at the start, where drawing tasks by lifetime and queueing those that do not
+        // fit had 8-GPU tasks waiting from the first moment.
+        let report =
+            replay(&nodes, &tasks, &profile, &options(0.005, 0.0, None)).expect("the replay runs");
+        assert_eq!(report.pending_gpu_ms, 0);
+        // ... while the arrivals of the next hours do wait.
+        let later = replay(&nodes, &tasks, &profile, &options(3.0, 0.0, None)).expect("runs");
+        assert!(later.pending_gpu_ms > 0, "8-GPU arrivals wait");
+    }
+
+    #[test]
+    fn reads_made_from_the_last_one_equal_whole_reads() {
+        let (nodes, tasks) = trace();
+        let profile_config = profile_config("default").expect("the default profile");
+        let mut config = Config::parse(include_str!("churn/alfred-60-an-hour-hold.yaml"))
+            .expect("the example configuration");
+        config.scheduling_profiles = profile_config.scheduling_profiles.clone();
+        let options = options(3.0, 0.5, Some(config));
         let profile = select(&profile_config).expect("the profile");
         let report = replay(&nodes, &tasks, &profile, &options).expect("the replay runs");
         let alfred = &report.alfred;

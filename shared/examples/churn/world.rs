@@ -208,6 +208,32 @@ impl<'c, 's> World<'c, 's> {
 
     /// A new task now, queued or bound at once.
     pub fn arrive(&mut self, row: usize, runs: u64) -> usize {
+        let k = self.add(row, runs);
+        self.submit(Waiter {
+            task: k,
+            surge: false,
+        });
+        k
+    }
+
+    /// A task of the start state, running with `left` of its run ahead, where the scheduler
+    /// puts it; false when no node takes it (then it is dropped: only running tasks are drawn
+    /// by their running times, a waiting one has all of its run ahead).
+    pub fn seat_at_start(&mut self, row: usize, left: u64, ran_before: u64) -> bool {
+        let k = self.add(row, left);
+        let waiter = Waiter {
+            task: k,
+            surge: false,
+        };
+        if self.try_place(waiter) {
+            self.live[k].ran_before = ran_before;
+            return true;
+        }
+        self.live.pop();
+        false
+    }
+
+    fn add(&mut self, row: usize, runs: u64) -> usize {
         self.live.push(Live {
             row,
             arrived: self.now,
@@ -226,12 +252,7 @@ impl<'c, 's> World<'c, 's> {
             tolerates_hold: false,
             ran_before: 0,
         });
-        let k = self.live.len() - 1;
-        self.submit(Waiter {
-            task: k,
-            surge: false,
-        });
-        k
+        self.live.len() - 1
     }
 
     /// A new pod joins the back of the queue; unless room was freed since the last try (then
