@@ -11,7 +11,9 @@
 //! and 8 GPUs over its GPU models, on a larger cluster). Reports pending GPUs placeable
 //! (largest first, best fit) and whole free nodes now, after the plan and after the ideal
 //! repack (first-fit decreasing of every movable Instance but those that fill their node,
-//! other pods pinned), the plan's moves and GPUs moved, a lower bound on moves, and the time
+//! other pods pinned), the plan's moves and GPUs moved, the Instances on the nodes the ideal
+//! empties for the waiting pods (a reference, not a bound: `tests/bench/fewest_moves.py` gives
+//! one), and the time
 //! to plan. Pods request the trace's CPU and memory unless `--gpus-only`; the plan's steps
 //! are replayed as surges with plain arithmetic (each move's new pods beside the old ones,
 //! then the old ones gone) and the steps whose new pods find too little CPU, memory or GPUs
@@ -108,7 +110,7 @@ fn run() -> Result<(), String> {
     }
     let ideal = consolidate::placeable(&ctx, &movable, &free_ideal);
     let after = plan.after();
-    let bound = lower_bound(
+    let on_emptied = instances_on_ideal_emptied(
         cluster,
         &movable,
         &free_now,
@@ -142,7 +144,7 @@ fn run() -> Result<(), String> {
     let gained = after.pending_gpus - now_.pending_gpus;
     let possible = ideal.pending_gpus - now_.pending_gpus;
     println!(
-        "plan: {} moves, {gpus_moved} GPUs moved; lower bound {bound} moves; gains {gained} of the {possible} pending GPUs the ideal repack makes placeable ({:.1}%)",
+        "plan: {} moves, {gpus_moved} GPUs moved; the ideal's emptied nodes hold {on_emptied} Instances; gains {gained} of the {possible} pending GPUs the ideal repack makes placeable ({:.1}%)",
         plan.steps.len(),
         if possible > 0 {
             100.0 * gained as f64 / possible as f64
@@ -213,10 +215,11 @@ fn steps_short(cluster: &Cluster<'_>, steps: &[consolidate::PlanStep]) -> usize 
     short
 }
 
-/// A lower bound on moves for the pending pods that need whole nodes: for each node size C that
-/// pending pods ask for whole, the Instances on the least-occupied of the size-C nodes the ideal
-/// repack empties, as many nodes as such pods it seats that wait now.
-fn lower_bound(
+/// For the pending pods that need whole nodes: for each node size C that pending pods ask for
+/// whole, the Instances on the least-occupied of the size-C nodes the ideal repack empties, as
+/// many nodes as such pods it seats that wait now. Not a bound on moves: a plan may empty other
+/// nodes, or make room without emptying one.
+fn instances_on_ideal_emptied(
     cluster: &Cluster<'_>,
     movable: &[bool],
     free_now: &[i64],
@@ -241,7 +244,7 @@ fn lower_bound(
     let mut sizes: Vec<i64> = cluster.nodes.iter().map(|n| n.gpu_total).collect();
     sizes.sort_unstable();
     sizes.dedup();
-    let mut bound = 0;
+    let mut total = 0;
     for c in sizes.into_iter().filter(|&c| c > 0) {
         let waiting = |unplaced: &[i64]| unplaced.iter().filter(|&&g| g == c).count();
         let seated = waiting(unplaced_now).saturating_sub(waiting(unplaced_ideal));
@@ -251,9 +254,9 @@ fn lower_bound(
             .map(|n| instances_on[n])
             .collect();
         emptied.sort_unstable();
-        bound += emptied.iter().take(seated).sum::<usize>();
+        total += emptied.iter().take(seated).sum::<usize>();
     }
-    bound
+    total
 }
 
 /// Where the demand and the room are: pending pods by size (unplaced now and after the ideal
