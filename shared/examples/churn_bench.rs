@@ -17,9 +17,9 @@
 //! replay starts in the steady state of running tasks (drawn in proportion to their lifetimes,
 //! each with what is left of it, where the scheduler puts them; a drawn task no node takes is
 //! dropped, since a waiting task has run nothing and is drawn as an arrival), so the queue
-//! builds from the arrivals of the warm-up. A task runs for
-//! its lifetime from when it is bound; one that fits nowhere waits, and waiting tasks are tried
-//! again in arrival order whenever one leaves, as kube-scheduler retries them.
+//! builds from the arrivals of the warm-up. A task runs for its lifetime from when it is bound;
+//! one that fits nowhere waits, and waiting tasks are tried again in arrival order whenever one
+//! leaves, as kube-scheduler retries them.
 //!
 //! Placement is the simulator's (`simulate::node_scores`): every filter, then the profile's
 //! scores, ties drawn at random as kube-scheduler draws them. `default` is kube-scheduler's
