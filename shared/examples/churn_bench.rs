@@ -4,8 +4,8 @@
 //!
 //!     cargo run --release -p alfred-shared --example churn_bench -- \
 //!       --nodes NODES.csv --pods PODS.csv [--lifetimes PODS.csv] [--load 0.9] [--seed 1] \
-//!       [--hours 24] [--warmup 2] [--profile default|gpu-packing] [--alfred off|on] \
-//!       [--config ALFRED.yaml] [--eight-gpu-nodes N] [--repeat-nodes N] \
+//!       [--replay-seed SEED] [--hours 24] [--warmup 2] [--profile default|gpu-packing] \
+//!       [--alfred off|on] [--config ALFRED.yaml] [--eight-gpu-nodes N] [--repeat-nodes N] \
 //!       [--ack-seconds 5] [--load-seconds 60] [--fail-rate 0.05] [--no-ack-rate 0.01] \
 //!       [--ready-timeout-minutes 30] [--operator-minutes 30] [--log] [--check-reads] \
 //!       [--snapshot-at MINUTES --snapshot-out FILE]
@@ -106,6 +106,8 @@ fn main() {
 struct Options {
     load: f64,
     seed: u64,
+    /// The seed of the scheduler's ties and OME's outcomes (the trace's draws use `seed`).
+    replay_seed: u64,
     hours: f64,
     warmup: f64,
     profile: String,
@@ -154,6 +156,7 @@ fn run() -> Result<(), String> {
     let options = Options {
         load: number("--load", 0.9)?,
         seed: number("--seed", 1.0)? as u64,
+        replay_seed: number("--replay-seed", number("--seed", 1.0)?)? as u64,
         hours: number("--hours", 24.0)?,
         warmup: number("--warmup", 2.0)?,
         profile: profile_name,
@@ -363,7 +366,7 @@ fn replay(
         live: Vec::new(),
         waiting: Vec::new(),
         scheduler: scheduler::Scheduler::new(&ctx, nodes, tasks, profile.clone()),
-        rng: Rng::new(options.seed),
+        rng: Rng::new(options.replay_seed),
         events: BinaryHeap::new(),
         now: 0,
         retry: true,
@@ -619,6 +622,7 @@ mod tests {
         Options {
             load: 0.9,
             seed: 1,
+            replay_seed: 1,
             hours,
             warmup,
             profile: "default".into(),
