@@ -153,10 +153,11 @@ fn run() -> Result<(), String> {
     let seconds = |name: &str, default: f64| -> Result<u64, String> {
         Ok((number(name, default)? * 1000.0) as u64)
     };
+    let seed = number("--seed", 1.0)?;
     let options = Options {
         load: number("--load", 0.9)?,
-        seed: number("--seed", 1.0)? as u64,
-        replay_seed: number("--replay-seed", number("--seed", 1.0)?)? as u64,
+        seed: seed as u64,
+        replay_seed: number("--replay-seed", seed)? as u64,
         hours: number("--hours", 24.0)?,
         warmup: number("--warmup", 2.0)?,
         profile: profile_name,

@@ -16,8 +16,8 @@
 //! one), and the time to plan. Pods request the trace's CPU and memory unless `--gpus-only`;
 //! the plan's steps are replayed as surges with plain arithmetic (each move's new pods beside
 //! the old ones, then the old ones gone) and the steps whose new pods find too little CPU,
-//! memory or GPUs on their target are counted. `--steps` prints every step, so that two builds of the
-//! planner can be compared move by move, not only by their counts.
+//! memory or GPUs on their target are counted. `--steps` prints every step, so that two builds
+//! of the planner can be compared move by move, not only by their counts.
 
 use std::time::Instant;
 
