@@ -4,6 +4,7 @@
 mod common;
 
 use alfred::decision::consolidate::{self, ConsolidationPlan};
+use alfred::reasons::AdvisoryReason;
 use common::World;
 use proptest::prelude::*;
 
@@ -619,6 +620,19 @@ fn no_move_is_undone() {
     // and nothing is planned.
     let plan = plan_of(&moved_in(common::consolidation(), "x1", "b", 50), None);
     assert!(plan.steps.is_empty(), "{:?}", moves_of(&plan));
+    // Nor does a single move take it: its row is advice until the hour is out.
+    let why_not = |w: World| {
+        w.with_ctx(V1, |ctx| {
+            let rows = alfred::decision::plan(ctx).recommendations;
+            let x1 = rows.iter().find(|r| r.row.workload == "team/x1");
+            x1.map(|r| (r.row.advisory_reason, r.detail.clone()))
+        })
+    };
+    let (reason, detail) = why_not(moved_in(common::consolidation(), "x1", "b", 50)).unwrap();
+    assert_eq!(reason, Some(AdvisoryReason::OMENativeStateIneligible));
+    assert!(detail.contains("within the hour"), "{detail}");
+    let (reason, _) = why_not(moved_in(common::consolidation(), "x1", "b", 70)).unwrap();
+    assert_ne!(reason, Some(AdvisoryReason::OMENativeStateIneligible));
     // A row for another Instance of the component says nothing about this one.
     let other = common::consolidation().edit("InferenceReplica", "x1-engine", |r| {
         r["status"]["migrations"] = serde_json::json!([{

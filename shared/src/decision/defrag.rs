@@ -248,6 +248,17 @@ fn omenative(
     if let Some(Some((code, why))) = eligibility {
         return Recommendation::advice(row, *code, 0, format!("cannot move: {why}."));
     }
+    // The plan leaves these out too (`consolidate::setup`); a single move must as well.
+    if let Some(ended) = cluster.moved_lately(i) {
+        return Recommendation::advice(
+            row,
+            AdvisoryReason::OMENativeStateIneligible,
+            0,
+            format!(
+                "cannot move: its last move ended at {ended}, within the hour, and no move is undone."
+            ),
+        );
+    }
     if !pool.execution_open {
         return Recommendation::advice(
             row,

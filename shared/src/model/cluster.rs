@@ -20,8 +20,11 @@ use crate::model::observation::{ReplicaIndex, Unobservable, held_replicas};
 use crate::model::requests::{non_zero_requests, pod_gpus, pod_requests};
 use crate::snapshot::{Snapshot, UnreadableKind, UnreadableObject};
 
-/// No move is undone: an Instance does not go back to a node it left this recently.
+/// No move is undone (beyond the reference): an Instance does not go back to a node it left
+/// this recently,
 pub const LEFT_LATELY: SignedDuration = SignedDuration::from_hours(24);
+/// and one whose last move ended this recently stays where it is.
+pub const MOVED_LATELY: SignedDuration = SignedDuration::from_hours(1);
 
 /// The label LeaderWorkerSet puts on the pods of one group (one MultiNode Instance).
 pub const LABEL_LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
@@ -403,6 +406,14 @@ impl<'s> Cluster<'s> {
             .into_iter()
             .filter_map(|(node, _)| self.node_index(node))
             .collect()
+    }
+
+    /// When Instance `i`'s last move ended, if within the hour (`MOVED_LATELY`): no
+    /// defragmentation move takes it anywhere yet.
+    pub fn moved_lately(&self, i: usize) -> Option<Timestamp> {
+        self.moves_of(i, self.now - MOVED_LATELY)
+            .first()
+            .map(|&(_, t)| t)
     }
 
     /// The completed migrations that brought Instance `i` where it runs, newest first, back to

@@ -108,11 +108,6 @@ impl<'a, 's> Planner<'a, 's> {
     }
 }
 
-/// No move is undone (beyond the reference): an Instance whose last move ended this recently
-/// stays where it is (and none goes back to a node it left within the day,
-/// `Cluster::left_lately`).
-const MOVED_LATELY: SignedDuration = SignedDuration::from_hours(1);
-
 /// The Instances the plan may move (movable, holding GPUs, wholly on target nodes: node health
 /// moves the others; not moved within the hour), per node the movables with a pod there, in
 /// eviction order (largest share of the node first, then the oldest workload), and the
@@ -144,7 +139,7 @@ fn movables(ctx: &Context<'_>, movable: &[bool], target: &[bool]) -> Movables {
         if pods.is_empty() || pods.iter().any(|p| !target[p.node]) {
             continue;
         }
-        if !cluster.moves_of(i, ctx.now() - MOVED_LATELY).is_empty() {
+        if cluster.moved_lately(i).is_some() {
             continue;
         }
         for n in cluster.left_lately(i) {
