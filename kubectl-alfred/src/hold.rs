@@ -3,7 +3,7 @@
 //! `alfred::execute::hold` says. Failures are reported and never stop the pass; the next pass
 //! sees what stands and carries on.
 
-use alfred::decision::consolidate::persist::HoldChange;
+use alfred::decision::consolidate::holds::HoldChange;
 use alfred::execute::hold;
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::core::v1::{Node, Pod};

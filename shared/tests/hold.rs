@@ -6,7 +6,7 @@ mod common;
 
 use alfred::api::core::{Node, Pod};
 use alfred::api::keys::{HELD_FOR, HELD_SINCE};
-use alfred::decision::consolidate::persist::{HoldChange, HoldReason};
+use alfred::decision::consolidate::holds::{HoldChange, HoldReason};
 use alfred::execute::hold;
 use common::{World, ago};
 use k8s_openapi::jiff::Timestamp;
@@ -57,7 +57,7 @@ fn holds(w: &World, config: &str) -> Vec<(String, String, bool, HoldReason)> {
 fn first_frees(w: &World, config: &str) -> String {
     w.with_ctx(config, |ctx| {
         let movable = alfred::decision::movable(ctx);
-        let found = alfred::decision::consolidate::persist::kept_holds(ctx, true);
+        let found = alfred::decision::consolidate::holds::kept_holds(ctx, true);
         let anchors: Vec<usize> = found.carried.iter().map(|k| k.0).collect();
         let plan = alfred::decision::consolidate::plan_from(ctx, &movable, None, &anchors);
         plan.steps[0].frees.clone()

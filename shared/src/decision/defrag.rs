@@ -50,11 +50,11 @@ pub fn run(
     let mut dropped = 0;
     let open = window_open(&ctx.config.maintenance_windows, ctx.now());
     // With holds on, the next move off each node the plan's first actions empty is followed
-    // (`persist::action_heads`); else the pool's next step.
+    // (`holds::action_heads`); else the pool's next step.
     let holds = ctx.config.emptied_at_once();
     let heads = consolidation
         .filter(|_| holds > 0)
-        .map(|plan| super::consolidate::persist::action_heads(plan, holds));
+        .map(|plan| super::consolidate::holds::action_heads(plan, holds));
     for pool in pools.iter().filter(|p| p.execution_open || p.advisory_open) {
         // The pool's part of the plan, in its order.
         let followed: Option<Vec<&PlanStep>> = consolidation.map(|plan| {

@@ -336,7 +336,7 @@ pub struct Decision {
     /// Nodes a maintenance trigger with `cordon: true` asks to cordon, by name.
     pub cordons: Vec<MaintenanceCordon>,
     /// Holds to release, and at most one to place (`holdMinutes`; execute mode only).
-    pub holds: Vec<consolidate::persist::HoldChange>,
+    pub holds: Vec<consolidate::holds::HoldChange>,
 }
 
 /// A node that OME's Alfred would cordon for maintenance, and the trigger that asks for it.
@@ -419,7 +419,7 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
     let mut dropped_outside_window = 0;
     let defragmentation = &config.defragmentation;
     let limit = config.emptied_at_once();
-    let found = consolidate::persist::kept_holds(ctx, limit > 0);
+    let found = consolidate::holds::kept_holds(ctx, limit > 0);
     let mut holds = found.changes.clone();
     if defragmentation.enabled {
         let anchors: Vec<usize> = found.carried.iter().map(|k| k.0).collect();
@@ -428,8 +428,8 @@ pub fn plan(ctx: &Context<'_>) -> Decision {
             .then(|| consolidate::plan_from(ctx, &movable, None, &anchors));
         let (mut rows, dropped) = defrag::run(ctx, &pools, &eligibility, consolidation.as_ref());
         if let Some(plan) = consolidation.as_ref().filter(|_| limit > 0) {
-            holds.extend(consolidate::persist::change_for(ctx, &found, plan));
-            plan_steps_first(&mut rows, &consolidate::persist::action_heads(plan, limit));
+            holds.extend(consolidate::holds::change_for(ctx, &found, plan));
+            plan_steps_first(&mut rows, &consolidate::holds::action_heads(plan, limit));
         }
         recommendations.extend(rows);
         dropped_outside_window = dropped;

@@ -1,4 +1,4 @@
-//! Writing a hold (`holdMinutes`; `decision::consolidate::persist`): the patches, judged on the
+//! Writing a hold (`holdMinutes`; `decision::consolidate::holds`): the patches, judged on the
 //! node and pod as read again. Placing writes the pod's toleration first and the node's taint
 //! second, each a merge patch under the resourceVersion read, so a crash between them leaves a
 //! toleration of a taint nobody sets, which changes nothing. Handing a node over replaces the
@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::api::core::{Node, Pod};
 use crate::api::keys::{HELD_FOR, HELD_SINCE};
-use crate::decision::consolidate::persist::HoldChange;
+use crate::decision::consolidate::holds::HoldChange;
 
 /// The taint Alfred sets for a pod with this UID, and the toleration the pod gets.
 pub fn taint(pod_uid: &str) -> Value {

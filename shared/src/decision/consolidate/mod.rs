@@ -25,11 +25,12 @@
 //! (until no action seats those).
 //!
 //! `setup` builds the starting state, `rooms` keeps the room index, `search` finds the next
-//! action by its bound, `trial` works out an action's moves, `chains` makes room by moving
-//! smaller Instances first, and `pools` weighs the pools' room.
+//! action by its bound (and, for a held node, the action that carries on emptying it), `trial`
+//! works out an action's moves, `chains` makes room by moving smaller Instances first, `pools`
+//! weighs the pools' room, and `holds` keeps the plan across passes on the cluster's nodes.
 
 mod chains;
-pub mod persist;
+pub mod holds;
 mod pools;
 mod rooms;
 mod search;
@@ -244,7 +245,7 @@ pub fn plan(ctx: &Context<'_>, movable: &[bool], max_moves: Option<usize>) -> Co
 }
 
 /// The plan carrying on with the `anchors` (held nodes, nearest to empty first): its first actions
-/// empty those nodes, each while that still seats a waiting pod (`persist`).
+/// empty those nodes, each while that still seats a waiting pod (`holds`).
 pub fn plan_from(
     ctx: &Context<'_>,
     movable: &[bool],

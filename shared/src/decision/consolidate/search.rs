@@ -227,6 +227,32 @@ impl Planner<'_, '_> {
             .filter(|&m| !self.moved[m])
             .collect()
     }
+
+    /// The best action that empties `node` (most pending GPUs seated per move), within
+    /// `budget` moves: the plan carrying on where it left off.
+    pub(super) fn anchored_action(&mut self, node: usize, budget: usize) -> Option<Trial> {
+        let order = self.eviction_order(node);
+        let mut best: Option<(f64, Trial)> = None;
+        let mut room = self.spare(node) + super::holds::departing_by_node(self.ctx)[node];
+        for k in 0..order.len() {
+            room += self.movables[order[k]].gpus_on(node);
+            let gained = self.benefit(self.signature[node], self.node_pool[node], room);
+            if gained <= 0 {
+                continue;
+            }
+            let Some(trial) = self.trial(node, &order[..=k]) else {
+                continue;
+            };
+            if trial.moves.len() > budget {
+                continue;
+            }
+            let ratio = gained as f64 / trial.moves.len() as f64;
+            if best.as_ref().is_none_or(|b| ratio > b.0) {
+                best = Some((ratio, trial));
+            }
+        }
+        best.map(|b| b.1)
+    }
 }
 
 /// Pending GPUs seated per (signature, pool, room), for one round.

@@ -204,7 +204,7 @@ fn pending(
     for p in movables.iter().flat_map(|m| &m.pods) {
         departures[p.node].push((p.node, p.pod, false));
     }
-    for (pod, node) in super::persist::departing_pods(ctx) {
+    for (pod, node) in super::holds::departing_pods(ctx) {
         departures[node].push((node, pod, false));
     }
     let emptied: Vec<_> = (0..cluster.nodes.len())

@@ -1,6 +1,7 @@
-//! The persisted plan (beyond the reference; `policies.defragmentation.holdMinutes`, off by
-//! default). A spreading scheduler sends each new pod to the emptiest node, which is the node
-//! a plan is emptying, so the room a move frees goes to whoever arrives next. A hold keeps it:
+//! Holds: the plan kept across passes (beyond the reference;
+//! `policies.defragmentation.holdMinutes`, off by default). A spreading scheduler sends each
+//! new pod to the emptiest node, which is the node a plan is emptying, so the room a move frees
+//! goes to whoever arrives next. A hold keeps it:
 //! Alfred's NoSchedule taint on the node being emptied, and the matching toleration on the
 //! waiting pod the action is for. The hold is also the plan's memory: while it stands, every
 //! pass carries on emptying that node, and gives it up only with a reason. Every action of the
@@ -17,7 +18,6 @@
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
-use super::{Planner, trial::Trial};
 use crate::api::keys::{HELD_FOR, HELD_SINCE};
 use crate::model::cluster::PodView;
 use crate::model::context::Context;
@@ -502,32 +502,4 @@ fn gpus_by_node(ctx: &Context<'_>, pods: &[(usize, usize)]) -> Vec<i64> {
         out[n] += ctx.cluster.pods[p].gpus;
     }
     out
-}
-
-impl Planner<'_, '_> {
-    /// The best action that empties `node` (most pending GPUs seated per move), within
-    /// `budget` moves: the plan carrying on where it left off.
-    pub(super) fn anchored_action(&mut self, node: usize, budget: usize) -> Option<Trial> {
-        let order = self.eviction_order(node);
-        let mut best: Option<(f64, Trial)> = None;
-        let mut room = self.spare(node) + departing_by_node(self.ctx)[node];
-        for k in 0..order.len() {
-            room += self.movables[order[k]].gpus_on(node);
-            let gained = self.benefit(self.signature[node], self.node_pool[node], room);
-            if gained <= 0 {
-                continue;
-            }
-            let Some(trial) = self.trial(node, &order[..=k]) else {
-                continue;
-            };
-            if trial.moves.len() > budget {
-                continue;
-            }
-            let ratio = gained as f64 / trial.moves.len() as f64;
-            if best.as_ref().is_none_or(|b| ratio > b.0) {
-                best = Some((ratio, trial));
-            }
-        }
-        best.map(|b| b.1)
-    }
 }
