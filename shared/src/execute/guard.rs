@@ -63,7 +63,7 @@ pub fn check(read: &GuardRead) -> Result<(), GuardProblem> {
         (POLICY, shipped_policy, policy),
         (BINDING, shipped_binding, binding),
     ] {
-        if let Err(at) = holds(&shipped["spec"], &live["spec"], "") {
+        if let Some(at) = first_difference(&shipped["spec"], &live["spec"], "") {
             return Err(GuardProblem::Altered { kind, at });
         }
     }
@@ -83,41 +83,37 @@ static SHIPPED_OBJECTS: LazyLock<[Value; 2]> = LazyLock::new(|| {
     crate::input::for_each_document(
         SHIPPED,
         |_, json| {
-            docs.push(serde_json::from_str(json).map_err(|e| e.to_string())?);
-            Ok::<(), String>(())
+            docs.push(serde_json::from_str(json).expect("the shipped guard is JSON"));
+            Ok(())
         },
-        |_, e| e.to_string(),
+        |_, e| e,
     )
     .expect("the shipped guard is YAML");
     docs.try_into().expect("the shipped guard is two objects")
 });
 
-/// Ok when `live` holds everything `shipped` does, and beyond it only defaults; Err names the
+/// None when `live` holds everything `shipped` does, and beyond it only defaults; else the
 /// first path that differs.
-fn holds(shipped: &Value, live: &Value, at: &str) -> Result<(), String> {
+fn first_difference(shipped: &Value, live: &Value, at: &str) -> Option<String> {
     match (shipped, live) {
         (Value::Object(s), Value::Object(l)) => {
             for (key, value) in s {
-                holds(
-                    value,
-                    l.get(key).unwrap_or(&Value::Null),
-                    &format!("{at}.{key}"),
-                )?;
-            }
-            for (key, value) in l {
-                if !s.contains_key(key) && !is_default(key, value) {
-                    return Err(format!("{at}.{key}"));
+                let live = l.get(key).unwrap_or(&Value::Null);
+                if let Some(path) = first_difference(value, live, &format!("{at}.{key}")) {
+                    return Some(path);
                 }
             }
-            Ok(())
+            l.iter()
+                .find(|(key, value)| !s.contains_key(*key) && !is_default(key, value))
+                .map(|(key, _)| format!("{at}.{key}"))
         }
         (Value::Array(s), Value::Array(l)) if s.len() == l.len() => s
             .iter()
             .zip(l)
             .enumerate()
-            .try_for_each(|(i, (s, l))| holds(s, l, &format!("{at}[{i}]"))),
-        (s, l) if s == l => Ok(()),
-        _ => Err(at.to_string()),
+            .find_map(|(i, (s, l))| first_difference(s, l, &format!("{at}[{i}]"))),
+        (s, l) if s == l => None,
+        _ => Some(at.to_string()),
     }
 }
 
