@@ -17,6 +17,7 @@ use kube::{Api, Client, ResourceExt as _};
 use serde::Deserialize as _;
 
 use crate::metrics::{Event as Metric, Metrics};
+use crate::review::LookupError;
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 type Key = (String, String);
@@ -63,7 +64,7 @@ impl<V> Watched<V> {
 
 /// What a watch holds of an object: the value, or why the object could not be read (the
 /// review then says so, as a GET of the same object would).
-type Read<T> = Result<T, String>;
+type Read<T> = Result<T, LookupError>;
 
 #[derive(Default)]
 pub struct Catalog {
@@ -163,21 +164,30 @@ fn known<T: Clone>(watched: &RwLock<Watched<Read<T>>>, namespace: &str, name: &s
 /// A runtime's component fields (its spec, whose other fields are not read).
 fn runtime_fields(object: &DynamicObject, kind: &str) -> Read<RuntimeFields> {
     let spec = object.data.get("spec").unwrap_or(&serde_json::Value::Null);
-    RuntimeFields::deserialize(spec)
-        .map_err(|e| format!("cannot read {kind} {}: spec: {e}", object.name_any()))
+    RuntimeFields::deserialize(spec).map_err(|e| LookupError::Unreadable {
+        object: format!("{kind} {}", object.name_any()),
+        field: "spec",
+        message: e.to_string(),
+    })
 }
 
 /// `spec.runtime` of an InferenceService, read alone so the rest of its spec cannot fail it.
 fn runtime_ref(object: &DynamicObject) -> Read<Option<RuntimeRef>> {
     match object.data.get("spec").and_then(|s| s.get("runtime")) {
         None | Some(serde_json::Value::Null) => Ok(None),
-        Some(runtime) => RuntimeRef::deserialize(runtime).map(Some).map_err(|e| {
-            format!(
-                "cannot read InferenceService {}/{}: spec.runtime: {e}",
-                object.namespace().unwrap_or_default(),
-                object.name_any()
-            )
-        }),
+        Some(runtime) => {
+            RuntimeRef::deserialize(runtime)
+                .map(Some)
+                .map_err(|e| LookupError::Unreadable {
+                    object: format!(
+                        "InferenceService {}/{}",
+                        object.namespace().unwrap_or_default(),
+                        object.name_any()
+                    ),
+                    field: "spec.runtime",
+                    message: e.to_string(),
+                })
+        }
     }
 }
 
@@ -230,6 +240,7 @@ mod tests {
         let Known::Found(Err(why)) = known(&lock, "prod", "b") else {
             panic!("a malformed reference is kept as its error");
         };
+        let why = why.to_string();
         assert!(
             why.starts_with("cannot read InferenceService prod/b: spec.runtime: "),
             "{why}"

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use alfred::api::isvc::RuntimeKind;
 use alfred::api::{ClusterServingRuntime, InferenceService, ServingRuntime};
-use alfred::rollout::strategy::OperatorDefaults;
+use alfred::input::InputError;
+use alfred::rollout::strategy::{DefaultsError, OperatorDefaults};
 use arc_swap::ArcSwapOption;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -20,7 +21,7 @@ use kube::{Api, Client};
 
 use crate::catalog::{Catalog, Known};
 use crate::metrics::{Event, Metrics};
-use crate::review::{Found, Lookup};
+use crate::review::{Found, Lookup, LookupError};
 
 /// Entries beyond this are dropped (expired first) so a burst of names cannot grow memory.
 const CACHE_LIMIT: usize = 4096;
@@ -62,10 +63,7 @@ impl ApiRuntimes {
         metrics.event(Event::RuntimeLookup);
         let found = match tokio::time::timeout(self.timeout, self.read(lookup)).await {
             Ok(found) => found,
-            Err(_) => Err(format!(
-                "the API server did not answer within {:?}",
-                self.timeout
-            )),
+            Err(_) => Err(LookupError::Timeout(self.timeout)),
         };
         match &found {
             Err(_) => metrics.event(Event::RuntimeLookupFailed),
@@ -107,14 +105,12 @@ impl ApiRuntimes {
             Lookup::Runtime { namespace, runtime } => (namespace, runtime.clone()),
             Lookup::Replica { namespace, isvc } => {
                 let api: Api<InferenceService> = Api::namespaced(self.client.clone(), namespace);
-                let found = api
-                    .get_opt(isvc)
-                    .await
-                    .map_err(|e| format!("cannot read InferenceService {namespace}/{isvc}: {e}"))?;
+                let found = api.get_opt(isvc).await.map_err(|e| LookupError::Api {
+                    object: format!("InferenceService {namespace}/{isvc}"),
+                    message: e.to_string(),
+                })?;
                 let Some(service) = found else {
-                    return Err(format!(
-                        "its InferenceService {namespace}/{isvc} does not exist"
-                    ));
+                    return Err(LookupError::NoService(format!("{namespace}/{isvc}")));
                 };
                 match service.spec.runtime {
                     Some(r) => (namespace, r),
@@ -141,15 +137,18 @@ impl ApiRuntimes {
                         .map(|r| r.map(|r| r.spec.fields))
                 }
             }
-            .map_err(|e| format!("cannot read {kind:?} {name}: {e}"))?;
+            .map_err(|e| LookupError::Api {
+                object: format!("{kind:?} {name}"),
+                message: e.to_string(),
+            })?;
             if fields.is_some() {
                 return Ok(fields);
             }
         }
-        Err(format!(
-            "the runtime {:?} it names does not exist in {namespace} or cluster-wide",
-            runtime.name
-        ))
+        Err(LookupError::NoRuntime {
+            name: runtime.name,
+            namespace: namespace.clone(),
+        })
     }
 }
 
@@ -162,11 +161,49 @@ pub enum DefaultsSource {
     ConfigMap { namespace: String, name: String },
 }
 
+/// Why OME's operator defaults were not read (the last good ones stay in force).
+#[derive(Debug, thiserror::Error)]
+pub enum DefaultsReadError {
+    #[error("not a ConfigMap manifest: {0}")]
+    NotConfigMap(InputError),
+    #[error(transparent)]
+    Invalid(#[from] DefaultsError),
+    #[error("cannot read {}: {error}", path.display())]
+    File {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{} is {size} bytes; a ConfigMap manifest is at most {MAX_DEFAULTS_FILE_BYTES}", path.display())]
+    TooLarge { path: PathBuf, size: u64 },
+    /// The manifest file named, around what is wrong inside it.
+    #[error("{}: {error}", path.display())]
+    InFile {
+        path: PathBuf,
+        error: Box<DefaultsReadError>,
+    },
+    #[error("no API client to read the ConfigMap with")]
+    NoClient,
+    #[error(
+        "cannot read ConfigMap {config_map}: the API server did not answer within {DEFAULTS_READ_DEADLINE:?}"
+    )]
+    Timeout { config_map: String },
+    #[error("cannot read ConfigMap {config_map}: {error}")]
+    Api {
+        config_map: String,
+        error: kube::Error,
+    },
+    #[error("ConfigMap {config_map}: {error}")]
+    InConfigMap {
+        config_map: String,
+        error: DefaultsError,
+    },
+}
+
 /// OME's defaults from a ConfigMap manifest (YAML or JSON), as `--operator-defaults` reads it.
-pub fn defaults_from_manifest(text: &str) -> Result<OperatorDefaults, String> {
+pub fn defaults_from_manifest(text: &str) -> Result<OperatorDefaults, DefaultsReadError> {
     let config_map: ConfigMap =
-        alfred::input::read_one(text).map_err(|e| format!("not a ConfigMap manifest: {e}"))?;
-    OperatorDefaults::from_config_map(&config_map).map_err(|e| e.to_string())
+        alfred::input::read_one(text).map_err(DefaultsReadError::NotConfigMap)?;
+    Ok(OperatorDefaults::from_config_map(&config_map)?)
 }
 
 /// A ConfigMap holds at most 1 MiB of data; its manifest, with room for layout.
@@ -180,34 +217,42 @@ pub type SharedDefaults = Arc<ArcSwapOption<OperatorDefaults>>;
 
 impl DefaultsSource {
     /// Reads the defaults once.
-    pub async fn read(&self, client: Option<&Client>) -> Result<OperatorDefaults, String> {
+    pub async fn read(
+        &self,
+        client: Option<&Client>,
+    ) -> Result<OperatorDefaults, DefaultsReadError> {
         match self {
             DefaultsSource::File(path) => {
-                let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+                let cannot = |error| DefaultsReadError::File {
+                    path: path.clone(),
+                    error,
+                };
                 let size = tokio::fs::metadata(path).await.map_err(cannot)?.len();
                 if size > MAX_DEFAULTS_FILE_BYTES {
-                    return Err(format!(
-                        "{} is {size} bytes; a ConfigMap manifest is at most {MAX_DEFAULTS_FILE_BYTES}",
-                        path.display()
-                    ));
+                    return Err(DefaultsReadError::TooLarge {
+                        path: path.clone(),
+                        size,
+                    });
                 }
                 let text = tokio::fs::read_to_string(path).await.map_err(cannot)?;
-                defaults_from_manifest(&text).map_err(|e| format!("{}: {e}", path.display()))
+                defaults_from_manifest(&text).map_err(|e| DefaultsReadError::InFile {
+                    path: path.clone(),
+                    error: Box::new(e),
+                })
             }
             DefaultsSource::ConfigMap { namespace, name } => {
-                let client = client.ok_or("no API client to read the ConfigMap with")?;
+                let client = client.ok_or(DefaultsReadError::NoClient)?;
                 let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+                let config_map = format!("{namespace}/{name}");
                 let read = tokio::time::timeout(DEFAULTS_READ_DEADLINE, api.get_opt(name)).await;
                 let Ok(read) = read else {
-                    return Err(format!(
-                        "cannot read ConfigMap {namespace}/{name}: the API server did not answer within {DEFAULTS_READ_DEADLINE:?}"
-                    ));
+                    return Err(DefaultsReadError::Timeout { config_map });
                 };
                 match read {
                     Ok(Some(cm)) => OperatorDefaults::from_config_map(&cm)
-                        .map_err(|e| format!("ConfigMap {namespace}/{name}: {e}")),
+                        .map_err(|error| DefaultsReadError::InConfigMap { config_map, error }),
                     Ok(None) => Ok(OperatorDefaults::default()),
-                    Err(e) => Err(format!("cannot read ConfigMap {namespace}/{name}: {e}")),
+                    Err(error) => Err(DefaultsReadError::Api { config_map, error }),
                 }
             }
         }
@@ -248,8 +293,12 @@ impl DefaultsSource {
                     }
                 };
                 let defaults = match config_map {
-                    Some(cm) => OperatorDefaults::from_config_map(&cm)
-                        .map_err(|e| format!("ConfigMap {namespace}/{name}: {e}")),
+                    Some(cm) => OperatorDefaults::from_config_map(&cm).map_err(|error| {
+                        DefaultsReadError::InConfigMap {
+                            config_map: format!("{namespace}/{name}"),
+                            error,
+                        }
+                    }),
                     // Absent: OME runs without defaults.
                     None => Ok(OperatorDefaults::default()),
                 };
@@ -279,7 +328,7 @@ impl DefaultsSource {
     /// Puts what a read gave in force, logged when the value changes or the read failed.
     fn settle(
         &self,
-        read: Result<OperatorDefaults, String>,
+        read: Result<OperatorDefaults, DefaultsReadError>,
         shared: &SharedDefaults,
         metrics: &Metrics,
     ) {
@@ -326,6 +375,7 @@ mod tests {
             .read(None)
             .await
             .unwrap_err();
+        let error = error.to_string();
         assert!(error.starts_with(&broken.display().to_string()), "{error}");
         DefaultsSource::File(broken)
             .refresh(None, &shared, &metrics)

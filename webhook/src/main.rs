@@ -134,19 +134,28 @@ enum LogFormat {
     Text,
 }
 
+/// Why a duration flag was refused.
+#[derive(Debug, thiserror::Error)]
+enum DurationFlagError {
+    #[error(transparent)]
+    Syntax(#[from] alfred::kubernetes::duration::DurationError),
+    #[error("{0:?} is negative; give a duration of 0 or more")]
+    Negative(String),
+    #[error("{0:?} is zero; give a duration above 0 such as 10s")]
+    Zero(String),
+}
+
 /// A duration in Go syntax (`10s`, `500ms`, `2m`), as the chart writes them.
-fn go_duration(text: &str) -> Result<Duration, String> {
-    let d = alfred::kubernetes::duration::parse_go_duration(text).map_err(|e| e.to_string())?;
-    Duration::try_from(d).map_err(|_| format!("{text:?} is negative; give a duration of 0 or more"))
+fn go_duration(text: &str) -> Result<Duration, DurationFlagError> {
+    let d = alfred::kubernetes::duration::parse_go_duration(text)?;
+    Duration::try_from(d).map_err(|_| DurationFlagError::Negative(text.to_string()))
 }
 
 /// An interval or timeout: 0 would spin a background task or fail every read.
-fn positive_duration(text: &str) -> Result<Duration, String> {
+fn positive_duration(text: &str) -> Result<Duration, DurationFlagError> {
     let d = go_duration(text)?;
     if d.is_zero() {
-        return Err(format!(
-            "{text:?} is zero; give a duration above 0 such as 10s"
-        ));
+        return Err(DurationFlagError::Zero(text.to_string()));
     }
     Ok(d)
 }
@@ -181,7 +190,6 @@ async fn run(args: Args) -> Result<()> {
     };
     let (tls, loaded) = certs
         .load()
-        .map_err(anyhow::Error::msg)
         .context("mount the serving certificate (make certs writes one for local use)")?;
 
     let client = if args.standalone {

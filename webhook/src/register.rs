@@ -41,6 +41,56 @@ pub struct Registration {
     pub interval: Duration,
 }
 
+/// Why the configurations were not applied (the attempt is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum RegistrationError {
+    #[error("document {document}: not YAML: {error}")]
+    NotYaml {
+        document: usize,
+        error: serde_yaml_ng::Error,
+    },
+    #[error(
+        "document {document}: {api_version} {kind} is not a webhook configuration (admissionregistration.k8s.io/v1 {})",
+        KINDS.join(" or ")
+    )]
+    NotWebhookConfiguration {
+        document: usize,
+        api_version: Value,
+        kind: String,
+    },
+    #[error("document {document}: {kind} has no metadata.name")]
+    NoName { document: usize, kind: String },
+    #[error("{kind} {name}: no webhooks")]
+    NoWebhooks { kind: String, name: String },
+    #[error("{kind} {name}: a webhook has no caBundle and no CA file is given (--ca-bundle-file)")]
+    NoCaBundle { kind: String, name: String },
+    #[error("no webhook configuration in the manifest")]
+    Empty,
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{} is not UTF-8", .0.display())]
+    NotUtf8(PathBuf),
+    /// The manifest named, around what is wrong inside it.
+    #[error("{}: {error}", path.display())]
+    InManifest {
+        path: PathBuf,
+        error: Box<RegistrationError>,
+    },
+    #[error("cannot read the owner ClusterRole {name}: {error}")]
+    Owner { name: String, error: kube::Error },
+    #[error("cannot apply {kind} {name}: {error}")]
+    Apply {
+        kind: String,
+        name: String,
+        error: kube::Error,
+    },
+    #[error("the API server did not answer within {APPLY_DEADLINE:?}")]
+    Timeout,
+}
+
 /// The configurations of `manifest` ready to apply: each a webhook configuration of
 /// `admissionregistration.k8s.io/v1` with a name, every empty caBundle set to `ca` (PEM) and
 /// `owner` (apiVersion, kind, name, uid) as the only owner.
@@ -48,11 +98,14 @@ pub fn prepare(
     manifest: &str,
     ca: Option<&[u8]>,
     owner: Option<&Value>,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, RegistrationError> {
     let mut objects = Vec::new();
     for (i, document) in serde_yaml_ng::Deserializer::from_str(manifest).enumerate() {
-        let mut object = Value::deserialize(document)
-            .map_err(|e| format!("document {}: not YAML: {e}", i + 1))?;
+        let mut object =
+            Value::deserialize(document).map_err(|error| RegistrationError::NotYaml {
+                document: i + 1,
+                error,
+            })?;
         if object.is_null() {
             continue;
         }
@@ -60,28 +113,31 @@ pub fn prepare(
         if object["apiVersion"] != "admissionregistration.k8s.io/v1"
             || !KINDS.contains(&kind.as_str())
         {
-            return Err(format!(
-                "document {}: {} {kind} is not a webhook configuration (admissionregistration.k8s.io/v1 {})",
-                i + 1,
-                object["apiVersion"],
-                KINDS.join(" or ")
-            ));
+            return Err(RegistrationError::NotWebhookConfiguration {
+                document: i + 1,
+                api_version: object["apiVersion"].clone(),
+                kind,
+            });
         }
         let name = object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string();
         if name.is_empty() {
-            return Err(format!("document {}: {kind} has no metadata.name", i + 1));
+            return Err(RegistrationError::NoName {
+                document: i + 1,
+                kind,
+            });
         }
         let Some(webhooks) = object["webhooks"].as_array_mut() else {
-            return Err(format!("{kind} {name}: no webhooks"));
+            return Err(RegistrationError::NoWebhooks { kind, name });
         };
         for hook in webhooks {
             let client = &mut hook["clientConfig"];
             if client["caBundle"].as_str().unwrap_or_default().is_empty() {
-                let ca = ca.ok_or_else(|| {
-                    format!("{kind} {name}: a webhook has no caBundle and no CA file is given (--ca-bundle-file)")
+                let ca = ca.ok_or_else(|| RegistrationError::NoCaBundle {
+                    kind: kind.clone(),
+                    name: name.clone(),
                 })?;
                 client["caBundle"] = base64::engine::general_purpose::STANDARD.encode(ca).into();
             }
@@ -92,7 +148,7 @@ pub fn prepare(
         objects.push(object);
     }
     if objects.is_empty() {
-        return Err("no webhook configuration in the manifest".into());
+        return Err(RegistrationError::Empty);
     }
     Ok(objects)
 }
@@ -110,11 +166,7 @@ impl Registration {
             // A stalled API server ends the attempt, which is then retried.
             let applied = tokio::time::timeout(APPLY_DEADLINE, self.apply(&client))
                 .await
-                .unwrap_or_else(|_| {
-                    Err(format!(
-                        "the API server did not answer within {APPLY_DEADLINE:?}"
-                    ))
-                });
+                .unwrap_or(Err(RegistrationError::Timeout));
             match applied {
                 Ok(names) => {
                     metrics.event(Event::Registered);
@@ -132,12 +184,15 @@ impl Registration {
         }
     }
 
-    async fn apply(&self, client: &Client) -> Result<Vec<String>, String> {
+    async fn apply(&self, client: &Client) -> Result<Vec<String>, RegistrationError> {
         let read = |path: &PathBuf| {
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+            std::fs::read(path).map_err(|error| RegistrationError::Read {
+                path: path.clone(),
+                error,
+            })
         };
         let manifest = String::from_utf8(read(&self.manifest)?)
-            .map_err(|_| format!("{} is not UTF-8", self.manifest.display()))?;
+            .map_err(|_| RegistrationError::NotUtf8(self.manifest.clone()))?;
         let ca = self.ca_bundle.as_ref().map(read).transpose()?;
         let owner = match &self.owner {
             None => None,
@@ -145,15 +200,22 @@ impl Registration {
                 let role = Api::<ClusterRole>::all(client.clone())
                     .get(name)
                     .await
-                    .map_err(|e| format!("cannot read the owner ClusterRole {name}: {e}"))?;
+                    .map_err(|error| RegistrationError::Owner {
+                        name: name.clone(),
+                        error,
+                    })?;
                 Some(serde_json::json!({
                     "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                     "name": name, "uid": role.metadata.uid,
                 }))
             }
         };
-        let objects = prepare(&manifest, ca.as_deref(), owner.as_ref())
-            .map_err(|e| format!("{}: {e}", self.manifest.display()))?;
+        let objects = prepare(&manifest, ca.as_deref(), owner.as_ref()).map_err(|e| {
+            RegistrationError::InManifest {
+                path: self.manifest.clone(),
+                error: Box::new(e),
+            }
+        })?;
         let mut names = Vec::new();
         for object in objects {
             let kind = object["kind"].as_str().unwrap_or_default().to_string();
@@ -166,7 +228,11 @@ impl Registration {
                 &Patch::Apply(&object),
             )
             .await
-            .map_err(|e| format!("cannot apply {kind} {name}: {e}"))?;
+            .map_err(|error| RegistrationError::Apply {
+                kind: kind.clone(),
+                name: name.to_string(),
+                error,
+            })?;
             names.push(format!("{kind}/{name}"));
         }
         Ok(names)
@@ -218,7 +284,9 @@ webhooks:
 
     #[test]
     fn what_cannot_be_registered_is_said() {
-        let error = |manifest: &str, ca: Option<&[u8]>| prepare(manifest, ca, None).unwrap_err();
+        let error = |manifest: &str, ca: Option<&[u8]>| {
+            prepare(manifest, ca, None).unwrap_err().to_string()
+        };
         assert_eq!(
             error(MANIFEST, None),
             "ValidatingWebhookConfiguration alfred-webhook: a webhook has no caBundle and no CA file is given (--ca-bundle-file)"

@@ -45,14 +45,50 @@ pub enum Lookup {
 }
 
 /// What the lookup found: Ok(None) when there is no runtime, Err when it could not be read.
-pub type Found = Result<Option<RuntimeFields>, String>;
+pub type Found = Result<Option<RuntimeFields>, LookupError>;
+
+/// Why the runtime a defaulting needs was not had (the review then says so in a warning).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// The object is there, but a field the defaulting reads is not of its type.
+    #[error("cannot read {object}: {field}: {message}")]
+    Unreadable {
+        /// Kind and name, e.g. `ServingRuntime vllm`.
+        object: String,
+        field: &'static str,
+        message: String,
+    },
+    /// The API server failed the read.
+    #[error("cannot read {object}: {message}")]
+    Api { object: String, message: String },
+    #[error("the API server did not answer within {0:?}")]
+    Timeout(std::time::Duration),
+    /// The InferenceService `namespace/name` an InferenceReplica belongs to.
+    #[error("its InferenceService {0} does not exist")]
+    NoService(String),
+    #[error("the runtime {name:?} it names does not exist in {namespace} or cluster-wide")]
+    NoRuntime { name: String, namespace: String },
+}
+
+/// Why a request body is not a review this webhook can answer (HTTP 400).
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("the body is not an AdmissionReview: {0}")]
+    NotReview(String),
+    #[error(
+        "unsupported {kind:?} of apiVersion {api_version:?}; register the webhook with admissionReviewVersions: [v1]"
+    )]
+    Unsupported { kind: String, api_version: String },
+    #[error("the AdmissionReview carries no request")]
+    NoRequest,
+}
 
 /// A review read from the wire, its object read once into what the rules read of it.
 pub struct Parsed {
     request: Request,
     /// None when there is nothing to read: no object, not a create or update, or a kind this
     /// webhook does not review.
-    object: Option<Result<Object, String>>,
+    object: Option<Result<Object, view::Unreadable>>,
 }
 
 // The wire format (admission.k8s.io/v1), read and written here rather than through kube-core's
@@ -201,22 +237,16 @@ pub struct Answer {
 }
 
 /// Reads a review body; Err is a body that is not an AdmissionReview v1 (HTTP 400).
-pub fn parse(body: &[u8]) -> Result<Parsed, String> {
-    let review: Envelope = serde_json::from_slice(body).map_err(|e| {
-        format!(
-            "the body is not an AdmissionReview: {}",
-            alfred::input::cut_message(&e.to_string())
-        )
-    })?;
+pub fn parse(body: &[u8]) -> Result<Parsed, ReviewError> {
+    let review: Envelope = serde_json::from_slice(body)
+        .map_err(|e| ReviewError::NotReview(alfred::input::cut_message(&e.to_string())))?;
     if review.api_version != "admission.k8s.io/v1" || review.kind != "AdmissionReview" {
-        return Err(format!(
-            "unsupported {:?} of apiVersion {:?}; register the webhook with admissionReviewVersions: [v1]",
-            review.kind, review.api_version
-        ));
+        return Err(ReviewError::Unsupported {
+            kind: review.kind,
+            api_version: review.api_version,
+        });
     }
-    let request = review
-        .request
-        .ok_or("the AdmissionReview carries no request")?;
+    let request = review.request.ok_or(ReviewError::NoRequest)?;
     let object = match (&request.object, request.operation) {
         (Some(sent), Operation::Create | Operation::Update) if request.kind.group == "ome.io" => {
             sent.read(&request.kind.kind)
@@ -309,7 +339,7 @@ pub fn review(
     hook: Hook,
     ctx: &Context<'_>,
     resolve: impl FnOnce(&Lookup) -> Found,
-) -> Result<Answer, String> {
+) -> Result<Answer, ReviewError> {
     let parsed = parse(body)?;
     let found = parsed.lookup(hook, ctx).map_or(Ok(None), |l| resolve(&l));
     Ok(answer(&parsed, hook, ctx, found))
@@ -342,7 +372,7 @@ fn respond<'p>(parsed: &'p Parsed, hook: Hook, ctx: &Context<'_>, found: Found) 
     }
     let object = match &parsed.object {
         None => return response.deny(unsupported(group, kind)),
-        Some(Err(message)) => return response.deny(message.clone()),
+        Some(Err(unreadable)) => return response.deny(unreadable.to_string()),
         Some(Ok(object)) => object,
     };
     let verdict = match (hook, object) {
@@ -389,7 +419,7 @@ fn defaults<'p>(
     };
     let runtime = match found {
         Ok(f) => f,
-        Err(why) => return skipped(response, why),
+        Err(why) => return skipped(response, why.to_string()),
     };
     let ops = match object {
         Object::Replica {

@@ -100,7 +100,7 @@ async fn handle(state: &AppState, hook: Hook, body: &[u8]) -> Response {
         Err(e) => {
             state.metrics.event(Event::BadRequest);
             tracing::warn!(hook = hook.as_str(), error = %e, "review refused: not an AdmissionReview v1");
-            return (StatusCode::BAD_REQUEST, e).into_response();
+            return (StatusCode::BAD_REQUEST, e.to_string()).into_response();
         }
     };
     let defaults = state.defaults.load_full();

@@ -27,45 +27,74 @@ pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// Why a certificate and key pair does not load.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("the certificate file is not PEM: {0}")]
+    NotPem(rustls::pki_types::pem::Error),
+    #[error("the certificate file holds no CERTIFICATE block")]
+    NoCertificate,
+    #[error("the key file holds no private key: {0}")]
+    NoKey(rustls::pki_types::pem::Error),
+    #[error("the private key cannot be used: {0}")]
+    UnusableKey(rustls::Error),
+    #[error("the private key does not belong to the certificate: {0}")]
+    KeyMismatch(rustls::Error),
+    #[error("TLS setup: {0}")]
+    Setup(rustls::Error),
+    /// The pair named, around one of the above (its text says all: no error source).
+    #[error("serving certificate {} with key {}: {error}", cert.display(), key.display())]
+    Pair {
+        cert: PathBuf,
+        key: PathBuf,
+        error: Box<TlsError>,
+    },
+}
+
 /// A TLS server config from PEM: the chain, a key that matches it, HTTP/2 and HTTP/1.1.
-pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, String> {
+pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, TlsError> {
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("the certificate file is not PEM: {e}"))?;
+        .map_err(TlsError::NotPem)?;
     if chain.is_empty() {
-        return Err("the certificate file holds no CERTIFICATE block".into());
+        return Err(TlsError::NoCertificate);
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem)
-        .map_err(|e| format!("the key file holds no private key: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(TlsError::NoKey)?;
     let provider = provider();
     let signing = provider
         .key_provider
         .load_private_key(key)
-        .map_err(|e| format!("the private key cannot be used: {e}"))?;
+        .map_err(TlsError::UnusableKey)?;
     let certified = CertifiedKey::new(chain, signing);
-    certified
-        .keys_match()
-        .map_err(|e| format!("the private key does not belong to the certificate: {e}"))?;
+    certified.keys_match().map_err(TlsError::KeyMismatch)?;
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup: {e}"))?
+        .map_err(TlsError::Setup)?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified)));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|error| TlsError::Read {
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 impl CertFiles {
-    fn read(&self) -> Result<(Vec<u8>, Vec<u8>), String> {
+    fn read(&self) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
         Ok((read(&self.cert)?, read(&self.key)?))
     }
 
     /// The first load: an error here stops the server (it cannot serve without a certificate).
-    pub fn load(&self) -> Result<(RustlsConfig, Loaded), String> {
+    pub fn load(&self) -> Result<(RustlsConfig, Loaded), TlsError> {
         let (cert, key) = self.read()?;
         let config = server_config(&cert, &key).map_err(|e| self.context(e))?;
         Ok((
@@ -74,12 +103,12 @@ impl CertFiles {
         ))
     }
 
-    fn context(&self, e: String) -> String {
-        format!(
-            "serving certificate {} with key {}: {e}",
-            self.cert.display(),
-            self.key.display()
-        )
+    fn context(&self, e: TlsError) -> TlsError {
+        TlsError::Pair {
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            error: Box::new(e),
+        }
     }
 
     /// Polls the files every `interval` and swaps in a changed pair once it loads. A pair that

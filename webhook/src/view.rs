@@ -39,6 +39,27 @@ pub enum Object {
     },
 }
 
+/// Why a reviewed object does not read as its kind: the review is refused with it.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the {kind}: {}", alfred::input::cut_message(&.problem.to_string()))]
+pub struct Unreadable {
+    kind: String,
+    problem: FieldError,
+}
+
+/// The first field of an object that does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum FieldError {
+    #[error("spec is missing")]
+    SpecMissing,
+    #[error("spec.component is missing")]
+    ComponentMissing,
+    #[error("{path}: {message}")]
+    Type { path: String, message: String },
+    #[error("metadata.annotations[{key:?}]: {value} is not a string")]
+    Annotation { key: String, value: Value },
+}
+
 /// An object as the review carries it, read in the same pass as the review: what the rules
 /// read, each field still JSON (a field of the wrong type is the object's fault, refused with
 /// its path by [`Sent::read`], not a malformed review), everything else skipped.
@@ -111,14 +132,15 @@ struct Meta {
 }
 
 impl Meta {
-    fn strings(&self) -> Result<BTreeMap<String, String>, String> {
+    fn strings(&self) -> Result<BTreeMap<String, String>, FieldError> {
         self.annotations
             .iter()
             .map(|(k, v)| match v {
                 Value::String(s) => Ok((k.clone(), s.clone())),
-                other => Err(format!(
-                    "metadata.annotations[{k:?}]: {other} is not a string"
-                )),
+                other => Err(FieldError::Annotation {
+                    key: k.clone(),
+                    value: other.clone(),
+                }),
             })
             .collect()
     }
@@ -126,28 +148,24 @@ impl Meta {
 
 impl Sent {
     /// The object as an ome.io `kind` this webhook reviews; None for any other kind.
-    pub fn read(&self, kind: &str) -> Option<Result<Object, String>> {
+    pub fn read(&self, kind: &str) -> Option<Result<Object, Unreadable>> {
         let object = match kind {
             "InferenceService" => self.service(),
             "ServingRuntime" | "ClusterServingRuntime" => self.runtime().map(Object::Runtime),
             "InferenceReplica" => self.replica(),
             _ => return None,
         };
-        Some(object.map_err(|e| {
-            format!(
-                "cannot read the {kind}: {}",
-                alfred::input::cut_message(&e.to_string())
-            )
+        Some(object.map_err(|problem| Unreadable {
+            kind: kind.to_string(),
+            problem,
         }))
     }
 
-    fn spec(&self) -> Result<&SentSpec, String> {
-        self.spec
-            .as_deref()
-            .ok_or_else(|| "spec is missing".to_string())
+    fn spec(&self) -> Result<&SentSpec, FieldError> {
+        self.spec.as_deref().ok_or(FieldError::SpecMissing)
     }
 
-    fn service(&self) -> Result<Object, String> {
+    fn service(&self) -> Result<Object, FieldError> {
         let sent = self.spec()?;
         let mut tree = Map::new();
         let mut component = |c: &Option<Box<SentComponent>>, kind: ComponentKind| {
@@ -155,7 +173,7 @@ impl Sent {
                 .map(|c| {
                     let spec = c.read(format_args!("spec.{kind}"))?;
                     tree.insert(kind.as_str().to_string(), lifecycle_tree(&c.lifecycle));
-                    Ok::<_, String>(spec)
+                    Ok::<_, FieldError>(spec)
                 })
                 .transpose()
         };
@@ -184,7 +202,7 @@ impl Sent {
         })
     }
 
-    fn runtime(&self) -> Result<RuntimeFields, String> {
+    fn runtime(&self) -> Result<RuntimeFields, FieldError> {
         let sent = self.spec()?;
         let config = |c: &Option<Box<SentComponent>>, kind: ComponentKind| {
             c.as_ref()
@@ -199,11 +217,11 @@ impl Sent {
         })
     }
 
-    fn replica(&self) -> Result<Object, String> {
+    fn replica(&self) -> Result<Object, FieldError> {
         let sent = self.spec()?;
         Ok(Object::Replica {
             component: typed(&sent.component, "spec.component")?
-                .ok_or("spec.component is missing")?,
+                .ok_or(FieldError::ComponentMissing)?,
             parent: typed::<ParentRef>(&sent.parent_ref, "spec.parentRef")?.map(|p| p.name),
             lifecycle: typed(&sent.lifecycle, "spec.lifecycle")?,
             lifecycles: spec_tree(lifecycle_tree(&sent.lifecycle)),
@@ -212,7 +230,7 @@ impl Sent {
 }
 
 impl SentComponent {
-    fn read(&self, path: fmt::Arguments) -> Result<Box<ComponentSpec>, String> {
+    fn read(&self, path: fmt::Arguments) -> Result<Box<ComponentSpec>, FieldError> {
         Ok(Box::new(ComponentSpec {
             annotations: typed(&self.annotations, format_args!("{path}.annotations"))?
                 .unwrap_or_default(),
@@ -229,12 +247,14 @@ impl SentComponent {
 fn typed<T: DeserializeOwned>(
     value: &Option<Value>,
     path: impl fmt::Display,
-) -> Result<Option<T>, String> {
+) -> Result<Option<T>, FieldError> {
     value
         .as_ref()
         .map(|v| {
-            T::deserialize(v)
-                .map_err(|e| format!("{path}: {}", alfred::input::cut_message(&e.to_string())))
+            T::deserialize(v).map_err(|e| FieldError::Type {
+                path: path.to_string(),
+                message: alfred::input::cut_message(&e.to_string()),
+            })
         })
         .transpose()
 }

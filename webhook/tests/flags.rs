@@ -52,12 +52,13 @@ fn the_operator_defaults_file_is_read_within_the_bounds() {
         "x".repeat(1 << 20),
         vec!["*a"; 5000].join(",")
     );
-    let e = defaults_from_manifest(&bomb).unwrap_err();
+    let e = defaults_from_manifest(&bomb).unwrap_err().to_string();
     assert!(e.contains("aliases expand"), "{e}");
     let twice = "apiVersion: v1\nkind: ConfigMap\nkind: Secret\nmetadata: {name: c}\n";
     assert!(
         defaults_from_manifest(twice)
             .unwrap_err()
+            .to_string()
             .contains("appears twice")
     );
     let chart = include_str!("../../manifests/webhook/inferenceservice-config.example.yaml");

@@ -1,7 +1,7 @@
 //! The review handler on AdmissionReview fixtures, as the API server sends them.
 
 use alfred::rollout::strategy::OperatorDefaults;
-use alfred_webhook::review::{Context, Found, Hook, Lookup, ReviewOutcome, review};
+use alfred_webhook::review::{Context, Found, Hook, Lookup, LookupError, ReviewOutcome, review};
 use serde_json::{Value, json};
 
 /// The runtime a test's lookup finds.
@@ -26,7 +26,10 @@ fn found(runtime: Runtime, lookup: &Lookup) -> Found {
                 "updateStrategy": {"type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 2}}}}}))
             .unwrap()))
         }
-        Runtime::Unreadable => Err("cannot read ServingRuntime prod/vllm: timed out".into()),
+        Runtime::Unreadable => Err(LookupError::Api {
+            object: "ServingRuntime prod/vllm".into(),
+            message: "timed out".into(),
+        }),
     }
 }
 
@@ -186,7 +189,11 @@ fn unreadable_reviews_are_errors_not_panics() {
         defaults: Some(&chart),
         default_inference_services: false,
     };
-    let review = |body: &[u8], hook| review(body, hook, &ctx, |_| Ok(None)).map(|a| a.body);
+    let review = |body: &[u8], hook| {
+        review(body, hook, &ctx, |_| Ok(None))
+            .map(|a| a.body)
+            .map_err(|e| e.to_string())
+    };
     assert!(
         review(b"{", Hook::Validate)
             .unwrap_err()
@@ -543,7 +550,7 @@ fn echoed_values_are_cut() {
         Ok(None)
     })
     .map(|a| String::from_utf8_lossy(&a.body).into_owned())
-    .unwrap_or_else(|e| e);
+    .unwrap_or_else(|e| e.to_string());
     assert!(error.len() < 2000, "{} bytes", error.len());
 }
 
