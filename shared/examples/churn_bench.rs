@@ -80,6 +80,7 @@ use alfred::execute::run::{self, JournalDoc};
 use alfred::model::Context;
 use alfred::simulate::{self, NewPod, Profile};
 use alfred::snapshot::Snapshot;
+use clap::Parser;
 use serde_json::{Value, json};
 use trace::{Rng, Task, TraceNode};
 use world::{Counters, Event, HOUR, MINUTE, OmeSettings, World, timestamp, uniform};
@@ -122,22 +123,79 @@ struct Options {
     snapshot: Option<(f64, String)>,
 }
 
+/// The closed-loop replay: arrivals, departures and Alfred's passes on a virtual clock.
+#[derive(Parser)]
+struct Args {
+    #[command(flatten)]
+    trace: trace::TraceArgs,
+    /// An openb task list whose times lend lifetimes to a list without them [default: the
+    /// openb_pod_list_default.csv beside --pods]
+    #[arg(long, value_name = "FILE")]
+    lifetimes: Option<String>,
+    /// The offered load, as a share of the cluster's GPUs
+    #[arg(long, default_value_t = 0.9)]
+    load: f64,
+    /// The seed of the trace's draws (the start state, which task arrives when)
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The seed of the scheduler's ties and OME's outcomes [default: --seed]
+    #[arg(long)]
+    replay_seed: Option<u64>,
+    /// Hours measured, after the warm-up
+    #[arg(long, default_value_t = 24.0)]
+    hours: f64,
+    /// Hours of warm-up, not measured
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// The scheduler's profile: default (kube-scheduler's, spreading) or gpu-packing
+    #[arg(long, default_value = "default")]
+    profile: String,
+    /// Whether Alfred runs its execute pass
+    #[arg(long, default_value = "off", value_parser = ["off", "on"])]
+    alfred: String,
+    /// Alfred's configuration [default: the chart's bounds, churn/alfred-chart.yaml]
+    #[arg(long, value_name = "FILE")]
+    config: Option<String>,
+    /// Seconds until OME acknowledges a request
+    #[arg(long, default_value_t = 5.0)]
+    ack_seconds: f64,
+    /// Seconds a surge takes to load its model once bound
+    #[arg(long, default_value_t = 60.0)]
+    load_seconds: f64,
+    /// The share of requests that fail
+    #[arg(long, default_value_t = 0.05)]
+    fail_rate: f64,
+    /// The share of requests never acknowledged
+    #[arg(long, default_value_t = 0.01)]
+    no_ack_rate: f64,
+    /// Minutes until an unready surge expires
+    #[arg(long, default_value_t = 30.0)]
+    ready_timeout_minutes: f64,
+    /// Minutes until an operator resolves a request that can never resolve
+    #[arg(long, default_value_t = 30.0)]
+    operator_minutes: f64,
+    /// A line a pass on stderr: what was sent, or why not
+    #[arg(long)]
+    log: bool,
+    /// Compare every read made from the last one with a whole read (slow)
+    #[arg(long)]
+    check_reads: bool,
+    /// Write the cluster at the first sample this many minutes in (with --snapshot-out)
+    #[arg(long, value_name = "MINUTES", requires = "snapshot_out")]
+    snapshot_at: Option<f64>,
+    #[arg(long, value_name = "FILE", requires = "snapshot_at")]
+    snapshot_out: Option<String>,
+}
+
 fn run() -> Result<(), String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| trace::flag(&args, name);
-    let number = |name: &str, default: f64| -> Result<f64, String> {
-        Ok(trace::parsed(&args, name)?.unwrap_or(default))
-    };
-    let read = |path: &str| std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"));
-    let nodes_path = flag("--nodes").ok_or("--nodes FILE is required (the openb node list)")?;
-    let pods_path = flag("--pods").ok_or("--pods FILE is required (an openb task list)")?;
-    let profile_name = flag("--profile").unwrap_or_else(|| "default".into());
+    let args = Args::parse();
+    let pods_path = &args.trace.pods;
+    let profile_name = args.profile.clone();
     let profile_config = profile_config(&profile_name)?;
-    let alfred = match flag("--alfred").as_deref() {
-        None | Some("off") => None,
-        Some("on") => {
-            let (text, source) = match flag("--config") {
-                Some(path) => (read(&path)?, path),
+    let alfred = match args.alfred.as_str() {
+        "on" => {
+            let (text, source) = match &args.config {
+                Some(path) => (trace::read_file(path)?, path.clone()),
                 None => (
                     CHART_CONFIG.to_string(),
                     "the built-in chart defaults".into(),
@@ -148,44 +206,31 @@ fn run() -> Result<(), String> {
             config.scheduling_profiles = profile_config.scheduling_profiles.clone();
             Some(config)
         }
-        Some(other) => return Err(format!("--alfred {other}: one of off, on")),
+        _ => None,
     };
-    let seconds = |name: &str, default: f64| -> Result<u64, String> {
-        Ok((number(name, default)? * 1000.0) as u64)
-    };
-    let seed = number("--seed", 1.0)?;
+    let ms = |seconds: f64| (seconds * 1000.0) as u64;
     let options = Options {
-        load: number("--load", 0.9)?,
-        seed: seed as u64,
-        replay_seed: number("--replay-seed", seed)? as u64,
-        hours: number("--hours", 24.0)?,
-        warmup: number("--warmup", 2.0)?,
+        load: args.load,
+        seed: args.seed,
+        replay_seed: args.replay_seed.unwrap_or(args.seed),
+        hours: args.hours,
+        warmup: args.warmup,
         profile: profile_name,
         alfred,
         ome: OmeSettings {
-            acknowledge_ms: seconds("--ack-seconds", 5.0)?,
-            model_load_ms: seconds("--load-seconds", 60.0)?,
-            ready_timeout_ms: seconds("--ready-timeout-minutes", 30.0)? * 60,
-            fail_rate: number("--fail-rate", 0.05)?,
-            no_ack_rate: number("--no-ack-rate", 0.01)?,
-            operator_ms: seconds("--operator-minutes", 30.0)? * 60,
+            acknowledge_ms: ms(args.ack_seconds),
+            model_load_ms: ms(args.load_seconds),
+            ready_timeout_ms: ms(args.ready_timeout_minutes) * 60,
+            fail_rate: args.fail_rate,
+            no_ack_rate: args.no_ack_rate,
+            operator_ms: ms(args.operator_minutes) * 60,
         },
-        log: args.iter().any(|a| a == "--log"),
-        check_reads: args.iter().any(|a| a == "--check-reads"),
-        snapshot: match (
-            trace::parsed::<f64>(&args, "--snapshot-at")?,
-            flag("--snapshot-out"),
-        ) {
-            (Some(at), Some(path)) => Some((at, path)),
-            (None, None) => None,
-            _ => return Err("--snapshot-at MINUTES and --snapshot-out FILE go together".into()),
-        },
+        log: args.log,
+        check_reads: args.check_reads,
+        snapshot: args.snapshot_at.zip(args.snapshot_out.clone()),
     };
-    let mut nodes = trace::reshape_nodes(
-        trace::read_nodes(&read(&nodes_path)?)?,
-        trace::parsed(&args, "--eight-gpu-nodes")?,
-        trace::parsed(&args, "--repeat-nodes")?,
-    )?;
+    let nodes_path = &args.trace.nodes;
+    let mut nodes = args.trace.read_nodes()?;
     // The replay indexes nodes as the cluster model does: by name.
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     if let Some(twice) = nodes.windows(2).find(|w| w[0].name == w[1].name) {
@@ -194,14 +239,14 @@ fn run() -> Result<(), String> {
             twice[0].name
         ));
     }
-    let mut tasks = trace::read_tasks(&read(&pods_path)?)?;
+    let mut tasks = args.trace.read_tasks()?;
     if tasks.iter().any(|t| t.lifetime.is_none()) {
-        let donor_path = flag("--lifetimes").unwrap_or_else(|| {
-            let dir = std::path::Path::new(&pods_path).parent();
+        let donor_path = args.lifetimes.clone().unwrap_or_else(|| {
+            let dir = std::path::Path::new(pods_path).parent();
             let beside = dir.map(|d| d.join("openb_pod_list_default.csv"));
             beside.map_or_else(String::new, |p| p.display().to_string())
         });
-        let donors = trace::read_tasks(&read(&donor_path).map_err(|e| {
+        let donors = trace::read_tasks(&trace::read_file(&donor_path).map_err(|e| {
             format!("{e}: the task list has no creation_time and deletion_time; name a list that has them with --lifetimes FILE")
         })?)?;
         borrow_lifetimes(&mut tasks, &donors, options.seed)?;
@@ -210,7 +255,7 @@ fn run() -> Result<(), String> {
     let start = Instant::now();
     let report = replay(&nodes, &tasks, &profile, &options)?;
     let mut line = report.json();
-    line["list"] = json!(file_name(&pods_path));
+    line["list"] = json!(file_name(pods_path));
     line["nodes"] = json!(nodes.len());
     line["gpus"] = json!(nodes.iter().map(|n| n.gpus).sum::<i64>());
     line["load"] = json!(options.load);
@@ -218,10 +263,10 @@ fn run() -> Result<(), String> {
     line["hours"] = json!(options.hours);
     line["warmup"] = json!(options.warmup);
     line["profile"] = json!(options.profile);
-    line["alfred"] = json!(match (&options.alfred, flag("--config")) {
+    line["alfred"] = json!(match (&options.alfred, &args.config) {
         (None, _) => "off".to_string(),
         (Some(_), None) => "on (chart)".to_string(),
-        (Some(_), Some(path)) => format!("on ({})", file_name(&path)),
+        (Some(_), Some(path)) => format!("on ({})", file_name(path)),
     });
     line["wallSeconds"] = json!((start.elapsed().as_secs_f64() * 10.0).round() / 10.0);
     println!("{line}");

@@ -1,8 +1,16 @@
 //! Writes the generated CRDs under the repository given as the first argument (`make crds`):
 //! `manifests/crds/` (shipped) and `tests/crds/` (test copies of OME's own kinds).
 
+/// Writes the CRDs generated from the Rust types.
+#[derive(clap::Parser)]
+struct Args {
+    /// The repository's root
+    #[arg(default_value = ".")]
+    root: std::path::PathBuf,
+}
+
 fn main() -> std::io::Result<()> {
-    let root = std::path::PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| ".".into()));
+    let Args { root } = clap::Parser::parse();
     for (path, crd) in alfred::api::crds::all() {
         let path = root.join(path);
         if let Some(dir) = path.parent() {

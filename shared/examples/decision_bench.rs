@@ -30,18 +30,30 @@ fn runs() -> usize {
         .unwrap_or(RUNS)
 }
 
+/// The decision pass on a synthetic cluster, every Instance eligible.
+#[derive(clap::Parser)]
+struct Args {
+    #[arg(default_value_t = 10_000)]
+    nodes: usize,
+    #[arg(default_value_t = 30_000)]
+    instances: usize,
+    #[arg(default_value_t = 1_000)]
+    pending: usize,
+    /// Keep the snapshot, for timing `kubectl alfred recommend -f FILE`
+    #[arg(long, value_name = "FILE")]
+    write: Option<String>,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let number =
-        |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
-    let (nodes, instances, pending) = (number(0, 10_000), number(1, 30_000), number(2, 1_000));
+    let Args {
+        nodes,
+        instances,
+        pending,
+        write,
+    } = clap::Parser::parse();
     let text = synthetic::generate(nodes, instances + pending, pending);
-    if let Some(path) = args
-        .iter()
-        .position(|a| a == "--write")
-        .and_then(|i| args.get(i + 1))
-    {
-        std::fs::write(path, &text).expect("write snapshot");
+    if let Some(path) = write {
+        std::fs::write(&path, &text).expect("write snapshot");
         println!("snapshot written to {path}");
     }
     let snapshot = Snapshot::parse(&text).expect("parse");

@@ -18,19 +18,28 @@ use alfred::config::Config;
 use alfred::model::cluster::Cluster;
 use alfred::snapshot::Snapshot;
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let nodes: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
-    let pods: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(80_000);
-    let write = args
-        .iter()
-        .position(|a| a == "--write")
-        .and_then(|i| args.get(i + 1));
+/// Parsing a snapshot and building the cluster model: time and peak memory.
+#[derive(clap::Parser)]
+struct Args {
+    #[arg(default_value_t = 10_000)]
+    nodes: usize,
+    #[arg(default_value_t = 80_000)]
+    pods: usize,
+    /// Keep the generated snapshot
+    #[arg(long, value_name = "FILE")]
+    write: Option<String>,
+    /// Read this snapshot instead of generating one
+    #[arg(long, value_name = "FILE")]
+    read: Option<String>,
+}
 
-    let read = args
-        .iter()
-        .position(|a| a == "--read")
-        .and_then(|i| args.get(i + 1));
+fn main() {
+    let Args {
+        nodes,
+        pods,
+        write,
+        read,
+    } = clap::Parser::parse();
     let text = match read {
         Some(path) => std::fs::read_to_string(path).expect("read snapshot"),
         None => synthetic::generate(nodes, pods, pods / 80),

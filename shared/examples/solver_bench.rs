@@ -77,19 +77,28 @@ fn generate(containers: usize, spare: usize, seed: u64) -> (Vec<Vec<u32>>, Vec<u
     (placed, drained)
 }
 
+/// A drain of 5% of a pool of 8-GPU containers under capacity and ToFree constraints.
+#[derive(clap::Parser)]
+struct Args {
+    #[arg(default_value_t = 2000)]
+    containers: usize,
+    /// Empty containers beside the placed ones
+    #[arg(default_value_t = 0)]
+    spare: usize,
+    #[arg(default_value_t = 1)]
+    seed: u64,
+    /// Also write the problem in the `solve` format
+    #[arg(long, value_name = "FILE")]
+    write: Option<String>,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let number =
-        |i: usize, default: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
-    let (containers, spare, seed) = (
-        number(0, 2000) as usize,
-        number(1, 0) as usize,
-        number(2, 1),
-    );
-    let write = args
-        .iter()
-        .position(|a| a == "--write")
-        .and_then(|i| args.get(i + 1));
+    let Args {
+        containers,
+        spare,
+        seed,
+        write,
+    } = clap::Parser::parse();
 
     let (placed, drained) = generate(containers, spare, seed);
     let mut p = Problem::new();

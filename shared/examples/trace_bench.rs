@@ -36,6 +36,7 @@ use alfred::decision::{consolidate, movable, score};
 use alfred::model::Context;
 use alfred::model::cluster::Cluster;
 use alfred::snapshot::Snapshot;
+use clap::Parser;
 
 fn main() {
     if let Err(e) = run() {
@@ -44,30 +45,42 @@ fn main() {
     }
 }
 
+/// The consolidation plan on an openb replay, against doing nothing and an ideal repack.
+#[derive(Parser)]
+struct Args {
+    #[command(flatten)]
+    trace: trace::TraceArgs,
+    /// The share of the cluster's GPUs the replay's tasks ask for
+    #[arg(long, default_value_t = 0.95)]
+    load: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The best plan of at most N moves
+    #[arg(long, value_name = "N")]
+    max_moves: Option<usize>,
+    /// Pods request GPUs only, not the trace's CPU and memory
+    #[arg(long)]
+    gpus_only: bool,
+    /// Write the replayed cluster as a snapshot file
+    #[arg(long, value_name = "SNAPSHOT")]
+    write: Option<String>,
+    /// Print every step of the plan
+    #[arg(long)]
+    steps: bool,
+    /// Print where the ideal repack and the plan differ
+    #[arg(long)]
+    detail: bool,
+}
+
 fn run() -> Result<(), String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| trace::flag(&args, name);
-    let read = |name: &str| -> Result<String, String> {
-        let path = flag(name).ok_or(format!("{name} FILE is required"))?;
-        std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))
-    };
-    let load: f64 =
-        flag("--load").map_or(Ok(0.95), |v| v.parse().map_err(|e| format!("--load: {e}")))?;
-    let seed: u64 =
-        flag("--seed").map_or(Ok(1), |v| v.parse().map_err(|e| format!("--seed: {e}")))?;
-    let max_moves: Option<usize> = flag("--max-moves")
-        .map(|v| v.parse().map_err(|e| format!("--max-moves: {e}")))
-        .transpose()?;
-    let nodes = trace::reshape_nodes(
-        trace::read_nodes(&read("--nodes")?)?,
-        trace::parsed(&args, "--eight-gpu-nodes")?,
-        trace::parsed(&args, "--repeat-nodes")?,
-    )?;
-    let tasks = trace::read_tasks(&read("--pods")?)?;
-    let cpu_memory = !args.iter().any(|a| a == "--gpus-only");
+    let args = Args::parse();
+    let (load, seed, max_moves) = (args.load, args.seed, args.max_moves);
+    let nodes = args.trace.read_nodes()?;
+    let tasks = args.trace.read_tasks()?;
+    let cpu_memory = !args.gpus_only;
     let replay = trace::replay(&nodes, &tasks, load, seed, cpu_memory);
-    if let Some(path) = flag("--write") {
-        std::fs::write(&path, &replay.json).map_err(|e| format!("{path}: {e}"))?;
+    if let Some(path) = &args.write {
+        std::fs::write(path, &replay.json).map_err(|e| format!("{path}: {e}"))?;
         println!("snapshot written to {path}");
     }
     let snapshot = Snapshot::parse(&replay.json).map_err(|e| e.to_string())?;
@@ -160,7 +173,7 @@ fn run() -> Result<(), String> {
             "GPUs only"
         }
     );
-    if args.iter().any(|a| a == "--steps") {
+    if args.steps {
         for s in &plan.steps {
             println!(
                 "step {}/{} {:?} -> {:?} (frees {})",
@@ -168,7 +181,7 @@ fn run() -> Result<(), String> {
             );
         }
     }
-    if args.iter().any(|a| a == "--detail") {
+    if args.detail {
         detail(cluster, &movable, &now_, &ideal);
     }
     println!(

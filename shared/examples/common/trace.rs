@@ -360,20 +360,39 @@ fn commonest_eight_gpu_node(nodes: &[TraceNode]) -> Option<&TraceNode> {
     nodes.iter().find(|n| n.gpus == 8 && n.model == model)
 }
 
-/// The value after `name` on a replay's command line, if given.
-pub fn flag(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
+/// The trace's files and the node list's shape, as both replays take them.
+#[derive(clap::Args)]
+pub struct TraceArgs {
+    /// The openb node list (openb_node_list_gpu_node.csv)
+    #[arg(long, value_name = "FILE")]
+    pub nodes: String,
+    /// An openb task list (openb_pod_list_*.csv)
+    #[arg(long, value_name = "FILE")]
+    pub pods: String,
+    /// Replace the node list with N 8-GPU nodes of the trace's commonest 8-GPU type
+    #[arg(long, value_name = "N")]
+    pub eight_gpu_nodes: Option<usize>,
+    /// Repeat the node list to N nodes
+    #[arg(long, value_name = "N")]
+    pub repeat_nodes: Option<usize>,
 }
 
-/// The value after `name`, parsed, if given.
-pub fn parsed<T: std::str::FromStr>(args: &[String], name: &str) -> Result<Option<T>, String>
-where
-    T::Err: std::fmt::Display,
-{
-    flag(args, name)
-        .map(|v| v.parse().map_err(|e| format!("{name} {v}: {e}")))
-        .transpose()
+impl TraceArgs {
+    /// The node list, reshaped as asked.
+    pub fn read_nodes(&self) -> Result<Vec<TraceNode>, String> {
+        reshape_nodes(
+            read_nodes(&read_file(&self.nodes)?)?,
+            self.eight_gpu_nodes,
+            self.repeat_nodes,
+        )
+    }
+
+    pub fn read_tasks(&self) -> Result<Vec<Task>, String> {
+        read_tasks(&read_file(&self.pods)?)
+    }
+}
+
+/// A file's text; the error names it.
+pub fn read_file(path: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))
 }

@@ -14,7 +14,7 @@
 
 mod shape;
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,67 +29,47 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+/// AdmissionReviews over TLS on keep-alive connections, shaped as the API server sends them.
+#[derive(clap::Parser)]
 struct Args {
+    /// The webhook's address
+    #[arg(long, default_value = "127.0.0.1:8443")]
     addr: SocketAddr,
+    /// The CA that signed the webhook's certificate
+    #[arg(long, default_value = "certs/ca.crt")]
     ca: PathBuf,
-    connections: usize,
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    connections: u64,
+    /// Reviews a second; 0 sends as fast as the webhook answers
+    #[arg(long, default_value_t = 0)]
     rate: u64,
+    /// How long the measured load runs
+    #[arg(long = "seconds", default_value = "10", value_parser = seconds)]
     duration: Duration,
     /// The webhook's pid, to report its memory.
+    #[arg(long)]
     pid: Option<u32>,
+    #[arg(long)]
     http2: bool,
     /// Reviews in flight on each HTTP/2 connection.
-    streams: usize,
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
+    streams: u64,
     /// Send the fixtures as written instead of as the API server sends them.
+    #[arg(long)]
     as_written: bool,
     /// Only write the mix as the API server sends it into this directory (for wrk), and exit.
+    #[arg(long, value_name = "DIR")]
     write_mix: Option<PathBuf>,
     /// Clients that send most of a large body and stall.
+    #[arg(long, default_value_t = 0)]
     stalled: usize,
     /// Clients that drip their headers.
+    #[arg(long, default_value_t = 0)]
     loris: usize,
 }
 
-fn args() -> Result<Args, String> {
-    let mut a = Args {
-        addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 8443)),
-        ca: PathBuf::from("certs/ca.crt"),
-        connections: 16,
-        rate: 0,
-        duration: Duration::from_secs(10),
-        pid: None,
-        http2: false,
-        streams: 8,
-        as_written: false,
-        write_mix: None,
-        stalled: 0,
-        loris: 0,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
-        let number = |v: String| v.parse::<u64>().map_err(|e| format!("{flag}: {e}"));
-        match flag.as_str() {
-            "--addr" => a.addr = value()?.parse().map_err(|e| format!("--addr: {e}"))?,
-            "--ca" => a.ca = value()?.into(),
-            "--connections" => a.connections = number(value()?)?.max(1) as usize,
-            "--rate" => a.rate = number(value()?)?,
-            "--seconds" => a.duration = Duration::from_secs(number(value()?)?),
-            "--pid" => a.pid = Some(number(value()?)? as u32),
-            "--http2" => a.http2 = true,
-            "--streams" => a.streams = number(value()?)?.max(1) as usize,
-            "--as-written" => a.as_written = true,
-            "--write-mix" => a.write_mix = Some(value()?.into()),
-            "--stalled" => a.stalled = number(value()?)? as usize,
-            "--loris" => a.loris = number(value()?)? as usize,
-            _ => {
-                return Err(format!(
-                    "unknown flag {flag}; flags: --addr --ca --connections --rate --seconds --pid --http2 --streams --as-written --write-mix --stalled --loris"
-                ));
-            }
-        }
-    }
-    Ok(a)
+fn seconds(text: &str) -> Result<Duration, std::num::ParseIntError> {
+    text.parse().map(Duration::from_secs)
 }
 
 /// The mix: refusals, warnings, patches and plain allows. Heavier in refusals and patches than
@@ -459,7 +439,7 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
 // One thread: the generator shares the machine with the server and should take little of it.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), String> {
-    let args = args()?;
+    let args: Args = clap::Parser::parse();
     let tls = connector(&args.ca)?;
     let pairs = mix()?;
     if let Some(dir) = &args.write_mix {
@@ -477,8 +457,8 @@ async fn main() -> Result<(), String> {
         .collect();
     let bytes = mix.iter().map(|r| r.body.len()).sum::<usize>() / mix.len();
     let mix = Arc::new(mix);
-    let streams = if args.http2 { args.streams } else { 1 };
-    let workers = args.connections * streams;
+    let streams = if args.http2 { args.streams as usize } else { 1 };
+    let workers = args.connections as usize * streams;
     let interval =
         (args.rate > 0).then(|| Duration::from_nanos(1_000_000_000 * workers as u64 / args.rate));
     let mut connections = Vec::new();
