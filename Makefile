@@ -84,11 +84,11 @@ bench-bound: ## How far `recommend --plan` is from the fewest moves possible: it
 	    --config shared/examples/churn/alfred-chart.yaml --plan -o json > $(TARGET_DIR)/bound-plan.json && \
 	  echo "$$list $$nodes: $$($(TARGET_DIR)/bound-venv/bin/python tests/bench/fewest_moves.py $(TARGET_DIR)/bound-snapshot.json --plan $(TARGET_DIR)/bound-plan.json 2>/dev/null)" || exit 1; done; done
 
-bench-churn: ## Fragmentation over time: the closed-loop replay of the openb trace (24 h after 2 h of warm-up), Alfred off or on with a configuration of shared/examples/churn (the chart's bounds, 60 moves an hour, each with a hold); JSON lines: make bench-churn OPENB=DIR [SEEDS="1 2 3"] [LOADS="0.9 0.97"] [ALFRED="off chart chart-hold 60-an-hour 60-an-hour-hold"]
+bench-churn: ## Fragmentation over time: the closed-loop replay of the openb trace (24 h after 2 h of warm-up), Alfred off or on with a configuration of shared/examples/churn (the chart alone; with followPlan; with a hold; 60 moves an hour, with and without a hold); JSON lines: make bench-churn OPENB=DIR [SEEDS="1 2 3"] [LOADS="0.9 0.97"] [ALFRED="off chart-plain chart chart-hold 60-an-hour 60-an-hour-hold"]
 	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }
 	$(CARGO) build -q --release -p alfred-shared --example churn_bench
 	for list in default multigpu50; do for load in $(or $(LOADS),0.9 0.97); do for seed in $(or $(SEEDS),1 2 3); do \
-	  for profile in default gpu-packing; do for alfred in $(or $(ALFRED),off chart chart-hold 60-an-hour 60-an-hour-hold); do \
+	  for profile in default gpu-packing; do for alfred in $(or $(ALFRED),off chart-plain chart chart-hold 60-an-hour 60-an-hour-hold); do \
 	    case $$alfred in off) with="--alfred off";; \
 	      *) test -f shared/examples/churn/alfred-$$alfred.yaml || { echo "ALFRED: off, or NAME of shared/examples/churn/alfred-NAME.yaml" >&2; exit 2; }; \
 	         with="--alfred on --config shared/examples/churn/alfred-$$alfred.yaml";; esac; \
