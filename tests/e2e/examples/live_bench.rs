@@ -19,14 +19,20 @@ mod synthetic;
 
 const NOW: &str = "2026-09-28T10:15:00Z";
 
+/// Live reads against file replays on a seeded local control plane.
+#[derive(clap::Parser)]
+struct Args {
+    #[arg(default_value_t = 10_000)]
+    nodes: usize,
+    #[arg(default_value_t = 41_000)]
+    pods: usize,
+    /// Runs of each command
+    #[arg(default_value_t = 3)]
+    runs: usize,
+}
+
 fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let nodes = args.first().copied().unwrap_or(10_000);
-    let pods = args.get(1).copied().unwrap_or(41_000);
-    let runs = args.get(2).copied().unwrap_or(3);
+    let Args { nodes, pods, runs } = clap::Parser::parse();
 
     let cluster = Cluster::up("live-bench");
     let started = Instant::now();
