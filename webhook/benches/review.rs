@@ -1,12 +1,16 @@
 //! One AdmissionReview answered in-process (no sockets): parse, rules or defaults, answer;
 //! each fixture as written and as the API server sends it (compact, with the server's fields).
+//! Then what metrics add: a review counted, a scrape.
 //! `cargo bench -p alfred-webhook --bench review`
 
 #[path = "../examples/loadgen/shape.rs"]
 mod shape;
 
 use alfred::rollout::strategy::OperatorDefaults;
-use alfred_webhook::review::{Context, Hook, review};
+use std::time::Duration;
+
+use alfred_webhook::metrics::Metrics;
+use alfred_webhook::review::{Context, Hook, ReviewOutcome, review};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 #[global_allocator]
@@ -35,5 +39,22 @@ fn reviews(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, reviews);
+/// What a review adds in metrics on the server's path: one counter, one histogram observation.
+fn metrics(c: &mut Criterion) {
+    let metrics = Metrics::default();
+    let took = Duration::from_micros(300);
+    c.bench_function("metrics: a review counted", |b| {
+        b.iter(|| {
+            metrics.review(
+                Hook::Mutate,
+                "InferenceReplica",
+                ReviewOutcome::Patched,
+                took,
+            )
+        })
+    });
+    c.bench_function("metrics: a scrape", |b| b.iter(|| metrics.render()));
+}
+
+criterion_group!(benches, reviews, metrics);
 criterion_main!(benches);
