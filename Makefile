@@ -11,7 +11,7 @@ RELEASE_URL ?= https://github.com/OWNER/kubectl-alfred/releases/download/v$(shel
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test unit e2e oracle cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-bound bench-churn bench-live install dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
+.PHONY: help build test unit e2e oracle cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-bound bench-churn bench-live install image image-test dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -105,6 +105,12 @@ bench-live: ## Live reads against file replays on a seeded local control plane (
 install: ## Put kubectl-alfred and its completion helper on PATH (so `kubectl alfred` works and completes)
 	$(CARGO) install --locked --path kubectl-alfred
 	install -m 0755 kubectl-alfred/kubectl_complete-alfred "$${CARGO_HOME:-$$HOME/.cargo}/bin/"
+
+image: ## Container images without a Docker daemon (buildah): static binaries FROM scratch, tagged as the chart pulls them (IMAGE_REGISTRY, IMAGE_TAG)
+	images/build.sh
+
+image-test: image ## Prove the images run: a static binary, started as the non-root user from the image's own file system
+	images/test.sh
 
 dist: ## The release archive for this platform and its krew manifest in $(DIST)/ (set RELEASE_URL)
 	$(CARGO) build --locked --release -p kubectl-alfred
