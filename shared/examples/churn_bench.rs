@@ -2,13 +2,8 @@
 //! `common/trace.rs`) in which models arrive and leave while a scheduler places them, measured
 //! on a virtual clock. One JSON line a run.
 //!
-//!     cargo run --release -p alfred-shared --example churn_bench -- \
-//!       --nodes NODES.csv --pods PODS.csv [--lifetimes PODS.csv] [--load 0.9] [--seed 1] \
-//!       [--replay-seed SEED] [--hours 24] [--warmup 2] [--profile default|gpu-packing] \
-//!       [--alfred off|on] [--config ALFRED.yaml] [--eight-gpu-nodes N] [--repeat-nodes N] \
-//!       [--ack-seconds 5] [--load-seconds 60] [--fail-rate 0.05] [--no-ack-rate 0.01] \
-//!       [--ready-timeout-minutes 30] [--operator-minutes 30] [--log] [--check-reads] \
-//!       [--snapshot-at MINUTES --snapshot-out FILE]
+//!     cargo run --release -p alfred-shared --example churn_bench -- --nodes NODES.csv --pods PODS.csv
+//!     cargo run --release -p alfred-shared --example churn_bench -- --help   (every flag, its default)
 //!
 //! Tasks arrive as a Poisson process at an offered load of LOAD x the cluster's GPUs, each a row
 //! of the task list drawn at random with its GPUs, CPU, memory, GPU models and lifetime (a list

@@ -2,9 +2,8 @@
 //! `common/trace.rs`), then the fewest-move consolidation plan of `recommend --plan` measured
 //! against doing nothing and against an ideal repack.
 //!
-//!     cargo run --release -p alfred-shared --example trace_bench -- \
-//!       --nodes NODES.csv --pods PODS.csv [--load 0.95] [--seed 1] [--eight-gpu-nodes N] \
-//!       [--repeat-nodes N] [--max-moves N] [--gpus-only] [--write SNAPSHOT] [--steps]
+//!     cargo run --release -p alfred-shared --example trace_bench -- --nodes NODES.csv --pods PODS.csv
+//!     cargo run --release -p alfred-shared --example trace_bench -- --help   (every flag, its default)
 //!
 //! `--eight-gpu-nodes N` replaces the node list with N 8-GPU nodes of the trace's commonest
 //! 8-GPU type; `--repeat-nodes N` repeats the node list to N nodes (the trace's mix of 1, 2, 4
