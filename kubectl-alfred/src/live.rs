@@ -20,18 +20,21 @@ pub const PAGE_SIZE: u32 = 500;
 /// One kind the product reads and where it is listed. A missing kind (404: its CRD is not
 /// installed) is an error for the required kinds; the others are recorded in the snapshot as
 /// unserved, which the commands note once.
-struct Kind {
-    what: &'static str,
-    path: &'static str,
-    required: bool,
+pub struct Kind {
+    pub what: &'static str,
+    /// Its kind as objects name it (`Node`), which a List's items do not carry.
+    pub name: &'static str,
+    pub path: &'static str,
+    pub required: bool,
     /// Asked for in protobuf, which the API server encodes about twice as fast as JSON: the
     /// large core kinds, which the model reads in protobuf too.
     protobuf: bool,
 }
 
-const fn kind(what: &'static str, path: &'static str, required: bool) -> Kind {
+const fn kind(what: &'static str, name: &'static str, path: &'static str, required: bool) -> Kind {
     Kind {
         what,
+        name,
         path,
         required,
         protobuf: false,
@@ -45,56 +48,69 @@ const fn in_protobuf(kind: Kind) -> Kind {
     }
 }
 
-const INSTALL_HINT: &str = "is OME installed, and is this the right cluster (--context)? kubectl-alfred reads OME's objects; OME's own CRDs come with OME";
+pub const INSTALL_HINT: &str = "is OME installed, and is this the right cluster (--context)? kubectl-alfred reads OME's objects; OME's own CRDs come with OME";
 
-const KINDS: &[Kind] = &[
-    in_protobuf(kind("nodes", "/api/v1/nodes", true)),
-    in_protobuf(kind("pods", "/api/v1/pods", true)),
+pub const KINDS: &[Kind] = &[
+    in_protobuf(kind("nodes", "Node", "/api/v1/nodes", true)),
+    in_protobuf(kind("pods", "Pod", "/api/v1/pods", true)),
     kind(
         "controllerrevisions.apps",
+        "ControllerRevision",
         "/apis/apps/v1/controllerrevisions",
         true,
     ),
-    kind("persistentvolumes", "/api/v1/persistentvolumes", true),
+    kind(
+        "persistentvolumes",
+        "PersistentVolume",
+        "/api/v1/persistentvolumes",
+        true,
+    ),
     kind(
         "persistentvolumeclaims",
+        "PersistentVolumeClaim",
         "/api/v1/persistentvolumeclaims",
         true,
     ),
     kind(
         "inferenceservices.ome.io",
+        "InferenceService",
         "/apis/ome.io/v1beta1/inferenceservices",
         true,
     ),
     // OME releases before OMENative do not serve it.
     kind(
         alfred::snapshot::INFERENCE_REPLICAS,
+        "InferenceReplica",
         "/apis/ome.io/v1beta1/inferencereplicas",
         false,
     ),
     kind(
         "servingruntimes.ome.io",
+        "ServingRuntime",
         "/apis/ome.io/v1beta1/servingruntimes",
         false,
     ),
     kind(
         "clusterservingruntimes.ome.io",
+        "ClusterServingRuntime",
         "/apis/ome.io/v1beta1/clusterservingruntimes",
         false,
     ),
     kind(
         "basemodels.ome.io",
+        "BaseModel",
         "/apis/ome.io/v1beta1/basemodels",
         false,
     ),
     kind(
         "clusterbasemodels.ome.io",
+        "ClusterBaseModel",
         "/apis/ome.io/v1beta1/clusterbasemodels",
         false,
     ),
 ];
 
-const CONFIG_MAPS: Kind = kind("configmaps", "/api/v1/configmaps", true);
+pub const CONFIG_MAPS: Kind = kind("configmaps", "ConfigMap", "/api/v1/configmaps", true);
 
 /// `--request-timeout`: how long one request may take; None waits without limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,6 +156,12 @@ impl RequestTimeout {
 }
 
 pub async fn client(args: &GlobalArgs) -> Result<Client> {
+    Client::try_from(config(args).await?).context("creating the Kubernetes client")
+}
+
+/// How to reach the API server: `--kubeconfig`/`--context`, else `KUBECONFIG` or
+/// `~/.kube/config`, else the pod's service account (in the cluster).
+pub async fn config(args: &GlobalArgs) -> Result<Config> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
@@ -169,7 +191,7 @@ pub async fn client(args: &GlobalArgs) -> Result<Client> {
         http::header::USER_AGENT,
         http::HeaderValue::from_static(concat!("kubectl-alfred/", env!("CARGO_PKG_VERSION"))),
     ));
-    Client::try_from(config).context("creating the Kubernetes client")
+    Ok(config)
 }
 
 /// Reads every kind the product uses: one list per kind per page, whatever the cluster's size
@@ -246,7 +268,7 @@ pub async fn read_nodes(
 
 /// The `podgroups` resources the cluster serves, from one aggregated discovery request
 /// (allowed to every authenticated user); None when the server cannot say.
-async fn pod_group_resources(client: &Client) -> Option<Vec<String>> {
+pub async fn pod_group_resources(client: &Client) -> Option<Vec<String>> {
     #[derive(Deserialize)]
     struct List {
         kind: String,

@@ -1,5 +1,6 @@
 //! `kubectl alfred`: defragmentation, node health, drains and rollouts for OME GPU clusters.
 
+mod caretaker;
 mod commands;
 mod complete;
 mod cordon;
@@ -130,6 +131,10 @@ enum Command {
     /// One execute pass: the arbiter admits moves, and the first that passes every re-check on
     /// a fresh read is journaled and requested from OME; every other row says why not.
     Migrate(migrate::MigrateArgs),
+    /// Run in the cluster: the execute pass of `migrate --watch` on every replica that holds
+    /// the Lease `alfred.ome.io`, from warm watch caches, with metrics, probes and the
+    /// configuration reloaded when `alfred-config` changes.
+    Caretaker(caretaker::CaretakerArgs),
     /// Alfred's dispatch journal: list its requests, show one, or resolve a stalled one.
     #[command(subcommand)]
     Journal(journal::JournalCommand),
@@ -186,6 +191,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Simulate(args) => simulate::run(&args, &cli.global).await?,
         Command::Rollout(command) => rollout::run(&command, &cli.global).await?,
         Command::Migrate(args) => migrate::run(&args, &cli.global).await?,
+        Command::Caretaker(args) => caretaker::run(&args, &cli.global).await?,
         Command::Journal(command) => journal::run(&command, &cli.global).await?,
         Command::Status => status::run(&cli.global).await?,
         Command::Completion(args) => completion::run(&args)?,

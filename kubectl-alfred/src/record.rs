@@ -6,10 +6,8 @@ use alfred::decision::record::updated_data;
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
 use kube::api::{ListParams, PostParams};
-
-use crate::{GlobalArgs, live};
+use kube::{Api, Client};
 
 /// What a pass records: its rows in the `last-cycle.json` schema and its node records.
 pub struct Pass<'a> {
@@ -21,20 +19,26 @@ pub struct Pass<'a> {
 /// Read-modify-write attempts before giving up on conflicting writers.
 const ATTEMPTS: usize = 5;
 
-/// Writes the pass; returns the ConfigMap's `namespace/name`.
+/// Where a pass was recorded, and the node events its new episode stamps made.
+pub struct Recorded {
+    /// The ConfigMap's `namespace/name`.
+    pub at: String,
+    pub node_events: Vec<alfred::decision::record::NodeEvent>,
+}
+
+/// Writes the pass, then records the node events of the stamps it stored.
 pub async fn record(
-    global: &GlobalArgs,
+    client: &Client,
     config: &Config,
     pass: &Pass<'_>,
     now: Timestamp,
-) -> Result<String> {
+) -> Result<Recorded> {
     if !config.recommendations_config_map_enabled {
         bail!(
             "recommendationsConfigMapEnabled is false in Alfred's configuration: nothing to record into"
         );
     }
     let name = &config.recommendations_config_map_name;
-    let client = live::client(global).await?;
     for _ in 0..ATTEMPTS {
         let found = Api::<ConfigMap>::all(client.clone())
             .list(&ListParams::default().fields(&format!("metadata.name={name}")))
@@ -57,8 +61,11 @@ pub async fn record(
         {
             Ok(_) => {
                 // Once per episode: the stamps that made these events are now stored.
-                crate::events::record_nodes(&client, &updated.events).await;
-                return Ok(format!("{namespace}/{name}"));
+                crate::events::record_nodes(client, &updated.events).await;
+                return Ok(Recorded {
+                    at: format!("{namespace}/{name}"),
+                    node_events: updated.events,
+                });
             }
             Err(kube::Error::Api(status)) if status.code == 409 => continue,
             Err(kube::Error::Api(status)) if status.code == 403 => bail!(

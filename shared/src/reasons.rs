@@ -234,6 +234,8 @@ named! {
         NodeMaintenanceRequested,
         NodeDrainedForMaintenance,
         NodeCordonedForMaintenance,
+        // On the caretaker's ConfigMap: a document that does not load (the last good stays).
+        PolicyReloadFailed,
     }
 }
 

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::core::{ControllerRevision, Node, Pod};
 use crate::input::located;
 
+mod objects;
 mod parallel;
 pub mod protobuf;
 use crate::api::component::ComponentKind;
@@ -21,6 +22,7 @@ use crate::api::{
     BaseModel, ClusterBaseModel, ClusterServingRuntime, ComponentSpec, InferenceReplica,
     InferenceService, ServingRuntime,
 };
+pub use objects::Object;
 
 /// The ConfigMaps the product reads or owns; other ConfigMaps are skipped.
 pub const CONFIG_MAP_NAMES: [&str; 4] = [

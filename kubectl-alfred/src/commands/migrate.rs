@@ -18,7 +18,7 @@ use crate::render::{self, Reasoned};
 use crate::store::PassStore;
 use crate::{GlobalArgs, Output, failure};
 
-#[derive(Args)]
+#[derive(Args, Clone, Default)]
 pub struct MigrateArgs {
     /// Run every check and print the request that would be sent; write nothing.
     #[arg(long)]
@@ -137,7 +137,7 @@ async fn wait_for_next_pass(
 
 /// The wait after the `failures`-th failed pass in a row: 1 s, doubling while the API keeps
 /// failing, never longer than the loop's interval.
-fn failure_backoff(failures: u32, interval: std::time::Duration) -> std::time::Duration {
+pub fn failure_backoff(failures: u32, interval: std::time::Duration) -> std::time::Duration {
     let doubled = std::time::Duration::from_secs(1u64 << failures.saturating_sub(1).min(16));
     doubled.min(interval)
 }
@@ -145,25 +145,64 @@ fn failure_backoff(failures: u32, interval: std::time::Duration) -> std::time::D
 /// One pass: read, decide, send at most one request, record; the configuration it ran with.
 async fn one_pass(args: &MigrateArgs, global: &GlobalArgs) -> Result<Config> {
     let (mut store, config) = PassStore::open(global).await?;
+    pass_on(&mut store, &config, args, global.output).await?;
+    Ok(config)
+}
+
+/// What a pass did, for whoever counts it (the caretaker's metrics).
+pub struct PassDone {
+    pub report: run::Report,
+    pub rows: Vec<alfred::decision::Row>,
+    /// Node events recorded with the pass's node records.
+    pub node_events: Vec<alfred::decision::record::NodeEvent>,
+}
+
+/// The pass on an open store, and what follows it: the report printed, then (unless a dry
+/// run, and only while this process may write) cordons, holds, events and the record.
+pub async fn pass_on(
+    store: &mut PassStore,
+    config: &Config,
+    args: &MigrateArgs,
+    output: Output,
+) -> Result<PassDone> {
     let options = Options {
         dry_run: args.dry_run,
     };
-    let report = run::run_pass(&mut store, &config, options).await?;
-    render::emit(&render_report(&report, global.output)?)?;
+    let report = run::run_pass(store, config, options).await?;
+    render::emit(&render_report(&report, output)?)?;
+    let rows = report.rows();
+    let mut done = PassDone {
+        report,
+        rows,
+        node_events: Vec::new(),
+    };
+    // What may be written after the pass, and else why not.
+    let (writing, unwritten) = match store.client() {
+        Some(client) if !args.dry_run => match store.may_write().await {
+            Ok(()) => (Some(client), ""),
+            Err(e) => {
+                eprintln!("note: nothing written after the pass: {e}");
+                (None, "not the leader")
+            }
+        },
+        _ => (None, "dry run"),
+    };
+    let report = &done.report;
+    let execute = config.mode == OperatingMode::Execute;
     let cordons = &report.plan.decision.cordons;
     if args.enable_maintenance_cordon && !cordons.is_empty() {
-        match (args.dry_run, store.client()) {
-            (false, Some(client)) if config.mode == OperatingMode::Execute => {
-                crate::cordon::cordon_for_maintenance(client, &config, cordons).await;
+        match writing {
+            Some(client) if execute => {
+                crate::cordon::cordon_for_maintenance(client, config, cordons).await;
             }
-            (false, Some(_)) => eprintln!(
+            Some(_) => eprintln!(
                 "note: {} node(s) not cordoned: maintenance cordons are written only in execute mode",
                 cordons.len()
             ),
-            _ => {
+            None => {
                 for c in cordons {
                     eprintln!(
-                        "dry run: would cordon node {} for maintenance trigger {:?}",
+                        "{unwritten}: would cordon node {} for maintenance trigger {:?}",
                         c.node, c.rule
                     );
                 }
@@ -171,41 +210,40 @@ async fn one_pass(args: &MigrateArgs, global: &GlobalArgs) -> Result<Config> {
         }
     }
     let holds = &report.plan.decision.holds;
-    match (args.dry_run, store.client()) {
-        (false, Some(client)) if config.mode == OperatingMode::Execute => {
-            crate::hold::apply(client, holds).await;
-        }
+    match writing {
+        Some(client) if execute => crate::hold::apply(client, holds).await,
         _ => {
-            let why = if args.dry_run {
-                "dry run"
-            } else {
-                "holds are written only in execute mode"
+            let why = match writing {
+                None => unwritten,
+                Some(_) => "holds are written only in execute mode",
             };
             for h in holds {
                 eprintln!("note: not written ({why}): {}", h.message);
             }
         }
     }
-    if let (false, Some(client)) = (args.dry_run, store.client()) {
-        let rows = report.rows();
-        let events =
-            alfred::execute::events::workload_events(&rows, &report.plan.decision.recommendations);
+    if let Some(client) = writing {
+        let events = alfred::execute::events::workload_events(
+            &done.rows,
+            &report.plan.decision.recommendations,
+        );
         crate::events::record_workloads(client, &events).await;
-        record_pass(global, &config, &report, &rows).await;
+        done.node_events = record_pass(client, config, report, &done.rows).await;
     }
-    Ok(config)
+    Ok(done)
 }
 
 /// Writes the pass into the recommendations ConfigMap (rows and node records, whose episode
-/// stamps make node events fire once). A missing ConfigMap only disables the record.
+/// stamps make node events fire once): the node events recorded. A missing ConfigMap only
+/// disables the record.
 async fn record_pass(
-    global: &GlobalArgs,
+    client: &kube::Client,
     config: &Config,
     report: &run::Report,
     rows: &[alfred::decision::Row],
-) {
+) -> Vec<alfred::decision::record::NodeEvent> {
     if !config.recommendations_config_map_enabled {
-        return;
+        return Vec::new();
     }
     let pass = crate::record::Pass {
         rows,
@@ -213,11 +251,15 @@ async fn record_pass(
         mode: "execute",
     };
     let now = Timestamp::now();
-    if let Err(e) = crate::record::record(global, config, &pass, now).await {
-        eprintln!(
-            "note: recommendations not recorded: {}",
-            crate::failure::describe(&e)
-        );
+    match crate::record::record(client, config, &pass, now).await {
+        Ok(recorded) => recorded.node_events,
+        Err(e) => {
+            eprintln!(
+                "note: recommendations not recorded: {}",
+                crate::failure::describe(&e)
+            );
+            Vec::new()
+        }
     }
 }
 

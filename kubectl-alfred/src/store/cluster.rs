@@ -15,15 +15,27 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 
+use crate::caretaker::cache::Caches;
+use crate::caretaker::leader::Fence;
 use crate::{GlobalArgs, failure, live, source};
 
 pub struct ClusterStore {
-    global: GlobalArgs,
+    reader: Reader,
     pub client: Client,
     /// The read taken when the store opened, returned by the first `observe`.
     first: Option<(Arc<Snapshot>, Timestamp)>,
-    /// Where the journal ConfigMap lives, once found.
+    /// Where the journal ConfigMap lives: found on the first read, or Alfred's namespace.
     journal_namespace: Option<String>,
+    /// Every write first asks it whether this replica still leads (the caretaker's).
+    fence: Option<Arc<Fence>>,
+}
+
+/// Where each read of the cluster comes from.
+enum Reader {
+    /// A list per kind, every read (a command run by hand).
+    Lists(GlobalArgs),
+    /// The caretaker's watch caches.
+    Caches(Arc<Caches>),
 }
 
 impl ClusterStore {
@@ -34,16 +46,64 @@ impl ClusterStore {
         snapshot.migration_guard = read_guard(&client).await;
         let snapshot = Arc::new(snapshot);
         let store = ClusterStore {
-            global: global.clone(),
+            reader: Reader::Lists(global.clone()),
             client,
             first: Some((Arc::clone(&snapshot), now)),
             journal_namespace: None,
+            fence: None,
         };
         Ok((store, snapshot, now))
     }
 
-    /// The journal ConfigMap, found by name in any namespace (Alfred's namespace varies).
+    /// A store that reads from warm caches, keeps its journal in `namespace`, and writes only
+    /// through `fence`.
+    pub fn cached(
+        client: &Client,
+        caches: Arc<Caches>,
+        namespace: &str,
+        fence: Option<Arc<Fence>>,
+    ) -> ClusterStore {
+        ClusterStore {
+            reader: Reader::Caches(caches),
+            client: client.clone(),
+            first: None,
+            journal_namespace: Some(namespace.to_string()),
+            fence,
+        }
+    }
+
+    /// Whether this process may write now (always, without a fence); the caller's writes
+    /// that are not the pass's own (holds, cordons, records, events) ask it too.
+    pub async fn may_write(&self) -> Result<(), StoreError> {
+        self.confirm().await.map(drop)
+    }
+
+    /// The instant until which a write may start, if fenced.
+    async fn confirm(&self) -> Result<Option<std::time::Instant>, StoreError> {
+        match &self.fence {
+            Some(fence) => fence
+                .confirm()
+                .await
+                .map(Some)
+                .map_err(|e| StoreError::Fenced(e.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    /// The journal ConfigMap: in Alfred's namespace when it is known, else found by name in
+    /// any namespace (a command run by hand does not know where Alfred runs).
     async fn journal_map(&mut self) -> Result<Option<ConfigMap>, StoreError> {
+        if let (Reader::Caches(_), Some(ns)) = (&self.reader, &self.journal_namespace) {
+            return Api::<ConfigMap>::namespaced(self.client.clone(), ns)
+                .get_opt(journal::CONFIG_MAP_NAME)
+                .await
+                .map_err(|e| {
+                    call(
+                        format!("reading ConfigMap {ns}/{}", journal::CONFIG_MAP_NAME),
+                        e,
+                    )
+                });
+        }
         let found = Api::<ConfigMap>::all(self.client.clone())
             .list(
                 &ListParams::default()
@@ -93,7 +153,17 @@ impl Store for ClusterStore {
         if let Some(first) = self.first.take() {
             return Ok(first);
         }
-        let (mut snapshot, now) = read(&self.global)
+        let global = match &self.reader {
+            Reader::Lists(global) => global,
+            Reader::Caches(caches) => {
+                caches.set_guard(read_guard(&self.client).await);
+                let snapshot = caches
+                    .snapshot()
+                    .map_err(|e| StoreError::Observe(e.to_string()))?;
+                return Ok((snapshot, Timestamp::now()));
+            }
+        };
+        let (mut snapshot, now) = read(global)
             .await
             .map_err(|e| StoreError::Observe(failure::describe(&e)))?;
         snapshot.migration_guard = read_guard(&self.client).await;
@@ -117,6 +187,7 @@ impl Store for ClusterStore {
             .journal_namespace
             .clone()
             .ok_or(StoreError::JournalMissing)?;
+        let until = self.confirm().await?;
         // A merge patch keeps the ConfigMap's other keys; its resourceVersion makes the write
         // conditional on the version read.
         let body = serde_json::json!({
@@ -124,14 +195,9 @@ impl Store for ClusterStore {
             "data": {journal::STATE_KEY: state, breaker::KEY: breaker},
         });
         let api = Api::<ConfigMap>::namespaced(self.client.clone(), &namespace);
-        match api
-            .patch(
-                journal::CONFIG_MAP_NAME,
-                &PatchParams::default(),
-                &Patch::Merge(&body),
-            )
-            .await
-        {
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&body));
+        let write = api.patch(journal::CONFIG_MAP_NAME, &params, &patch);
+        match fenced(until, write).await? {
             Ok(map) => Ok(Some(map.metadata.resource_version.unwrap_or_default())),
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
             Err(e) => Err(call(
@@ -169,20 +235,43 @@ impl Store for ClusterStore {
         name: &str,
         patch: &json_patch::Patch,
     ) -> Result<(), StoreError> {
+        let until = self.confirm().await?;
         let api = Api::<alfred::api::InferenceService>::namespaced(self.client.clone(), namespace);
-        api.patch_metadata(
-            name,
-            &PatchParams::default(),
-            &Patch::<()>::Json(patch.clone()),
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| call(format!("patching InferenceService {namespace}/{name}"), e))
+        let patch = Patch::<()>::Json(patch.clone());
+        let params = PatchParams::default();
+        let write = api.patch_metadata(name, &params, &patch);
+        fenced(until, write)
+            .await?
+            .map(|_| ())
+            .map_err(|e| call(format!("patching InferenceService {namespace}/{name}"), e))
     }
 
     fn new_uuid(&mut self) -> String {
         uuid::Uuid::new_v4().to_string()
     }
+}
+
+/// Runs a write that must start, and end, before `until` (none without a fence): a leader
+/// that cannot renew must have stopped writing before another replica may lead.
+async fn fenced<T>(
+    until: Option<std::time::Instant>,
+    write: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<Result<T, kube::Error>, StoreError> {
+    let Some(until) = until else {
+        return Ok(write.await);
+    };
+    let left = until.saturating_duration_since(std::time::Instant::now());
+    if left.is_zero() {
+        return Err(StoreError::Fenced(
+            "the lease's renew deadline passed before the write could start".into(),
+        ));
+    }
+    tokio::time::timeout(left, write).await.map_err(|_| {
+        StoreError::Fenced(format!(
+            "the write did not finish within the {} ms left before the renew deadline; the next leader reconciles it",
+            left.as_millis()
+        ))
+    })
 }
 
 /// The migration guard's policy and binding as the API server holds them (their JSON, so that

@@ -47,6 +47,14 @@ impl PassStore {
         Ok((store, config))
     }
 
+    /// Whether this process may write now (a caretaker that no longer leads may not).
+    pub async fn may_write(&self) -> Result<(), StoreError> {
+        match self {
+            PassStore::Cluster(s) => s.may_write().await,
+            PassStore::File(_) => Ok(()),
+        }
+    }
+
     /// The client, when the store is the live cluster.
     pub fn client(&self) -> Option<&Client> {
         match self {

@@ -7,6 +7,7 @@ mod defrag;
 pub mod drain;
 pub mod eligibility;
 pub mod explain;
+pub mod gauges;
 mod joint;
 mod nodehealth;
 pub mod record;

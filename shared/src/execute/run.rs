@@ -58,6 +58,10 @@ pub enum StoreError {
     /// The cluster (or the snapshot) could not be read; the message says why.
     #[error("{0}")]
     Observe(String),
+    /// A caretaker replica that does not lead (or may no longer be sure it does) writes
+    /// nothing: why.
+    #[error("{0}")]
+    Fenced(String),
     /// A call failed: what it was doing, and why; `lasting` when another pass cannot fix it
     /// (no permission, refused credentials).
     #[error("{action}: {cause}")]

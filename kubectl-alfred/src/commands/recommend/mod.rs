@@ -160,8 +160,9 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
             nodes: &decision.nodes,
             mode: "recommend-only",
         };
-        let at = crate::record::record(global, &input.config, &pass, input.now).await?;
-        eprintln!("recorded into ConfigMap {at}");
+        let client = crate::live::client(global).await?;
+        let recorded = crate::record::record(&client, &input.config, &pass, input.now).await?;
+        eprintln!("recorded into ConfigMap {}", recorded.at);
     }
     std::mem::forget(input);
     Ok(())

@@ -1,0 +1,489 @@
+//! Warm caches of every kind a pass reads: one list, then a watch, per kind (kube's watcher:
+//! paged lists, bookmarks, a re-list after `410 Gone`, backoff), each object read through the
+//! snapshot loader as it arrives. A pass then takes its snapshot from memory, so its cost does
+//! not grow with the number of passes, and a standby that becomes leader passes at once.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use alfred::execute::guard::GuardRead;
+use alfred::snapshot::{Object, Snapshot, SnapshotError, SnapshotInfo};
+use futures::StreamExt as _;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::core::{ApiResource, DynamicResourceScope};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+use crate::live::{self, Kind};
+
+/// An object as the API server sent it: its metadata (what the watcher tracks) and its JSON,
+/// which the snapshot loader reads.
+#[derive(Clone, Debug)]
+pub struct Raw {
+    meta: ObjectMeta,
+    json: Box<RawValue>,
+}
+
+impl<'de> Deserialize<'de> for Raw {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Raw, D::Error> {
+        #[derive(Deserialize)]
+        struct Meta {
+            name: Option<String>,
+            namespace: Option<String>,
+            #[serde(rename = "resourceVersion")]
+            resource_version: Option<String>,
+            uid: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct Header {
+            metadata: Option<Meta>,
+        }
+        let json = Box::<RawValue>::deserialize(d)?;
+        let header: Header = serde_json::from_str(json.get()).map_err(D::Error::custom)?;
+        let m = header
+            .metadata
+            .ok_or_else(|| D::Error::missing_field("metadata"))?;
+        let meta = ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            resource_version: m.resource_version,
+            uid: m.uid,
+            ..ObjectMeta::default()
+        };
+        Ok(Raw { meta, json })
+    }
+}
+
+impl Resource for Raw {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+/// The resource a kind's list path names (`/apis/apps/v1/controllerrevisions`).
+fn resource(kind: &Kind) -> ApiResource {
+    let parts: Vec<&str> = kind.path.trim_start_matches('/').split('/').collect();
+    let (group, version, plural) = match parts.as_slice() {
+        ["api", version, plural] => ("", *version, *plural),
+        [_, group, version, plural] => (*group, *version, *plural),
+        _ => unreachable!("every list path is /api/V/P or /apis/G/V/P"),
+    };
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: match group {
+            "" => version.into(),
+            g => format!("{g}/{version}"),
+        },
+        kind: kind.name.into(),
+        plural: plural.into(),
+    }
+}
+
+type Key = (String, String);
+
+/// One watched list: a kind, maybe narrowed to a namespace and a name.
+struct Watched {
+    kind: &'static Kind,
+    namespace: Option<String>,
+    name: Option<&'static str>,
+    state: Mutex<WatchState>,
+}
+
+#[derive(Default)]
+struct WatchState {
+    objects: BTreeMap<Key, Object>,
+    /// Objects the loader refuses (a pass cannot run on a cluster it cannot read).
+    refused: BTreeMap<Key, SnapshotError>,
+    /// What a re-list has found so far; it replaces `objects` when complete.
+    relist: Option<(BTreeMap<Key, Object>, BTreeMap<Key, SnapshotError>)>,
+    /// A complete list has been read at least once.
+    synced: bool,
+    /// The cluster does not serve this optional kind.
+    unserved: bool,
+    /// The last failure of its list or watch, until the next success.
+    failing: Option<String>,
+}
+
+impl Watched {
+    fn state(&self) -> MutexGuard<'_, WatchState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn describe(&self) -> String {
+        match (self.name, &self.namespace) {
+            (Some(name), Some(ns)) => format!("{} {ns}/{name}", self.kind.what),
+            (Some(name), None) => format!("{} named {name}", self.kind.what),
+            _ => self.kind.what.to_string(),
+        }
+    }
+}
+
+/// Every kind a pass reads, kept current by watches.
+pub struct Caches {
+    watched: Vec<Arc<Watched>>,
+    /// Bumped on every change; a pass's snapshot is rebuilt only when it moved.
+    generation: AtomicU64,
+    changed: tokio::sync::watch::Sender<u64>,
+    built: Mutex<Option<(u64, Arc<Snapshot>)>>,
+    pod_groups: Mutex<Option<Vec<String>>>,
+    /// The migration guard as last read (two GETs a pass: the objects are tiny).
+    guard: Mutex<GuardRead>,
+    client: Client,
+}
+
+/// Why the caches cannot give a snapshot yet.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("the caches are not synced yet: {0}")]
+    NotSynced(String),
+    #[error("reading {0}")]
+    Refused(String),
+}
+
+impl Caches {
+    /// Starts a watch per kind (the ConfigMaps Alfred owns in `namespace`, the others in every
+    /// namespace); the caches fill in the background.
+    pub fn start(client: &Client, namespace: &str) -> Arc<Caches> {
+        let mut watched: Vec<Watched> = live::KINDS
+            .iter()
+            .map(|kind| Watched::new(kind, None, None))
+            .collect();
+        for name in alfred::snapshot::CONFIG_MAP_NAMES {
+            // OME's own configuration lives in OME's namespace, wherever that is.
+            let ns = (name != "inferenceservice-config").then(|| namespace.to_string());
+            watched.push(Watched::new(&live::CONFIG_MAPS, ns, Some(name)));
+        }
+        let (changed, _) = tokio::sync::watch::channel(0);
+        let caches = Arc::new(Caches {
+            watched: watched.into_iter().map(Arc::new).collect(),
+            generation: AtomicU64::new(0),
+            changed,
+            built: Mutex::new(None),
+            pod_groups: Mutex::new(None),
+            guard: Mutex::new(GuardRead::default()),
+            client: client.clone(),
+        });
+        for w in &caches.watched {
+            tokio::spawn(Arc::clone(&caches).watch(Arc::clone(w)));
+        }
+        tokio::spawn(Arc::clone(&caches).discover());
+        caches
+    }
+
+    /// Every change, as a count that grows.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Why the caches are not ready, or None once every kind has been listed.
+    pub fn unsynced(&self) -> Option<String> {
+        let waiting: Vec<String> = self
+            .watched
+            .iter()
+            .filter_map(|w| {
+                let s = w.state();
+                (!s.synced && !s.unserved).then(|| match &s.failing {
+                    Some(why) => format!("{} ({why})", w.describe()),
+                    None => w.describe(),
+                })
+            })
+            .collect();
+        (!waiting.is_empty()).then(|| waiting.join(", "))
+    }
+
+    /// The cluster as the caches hold it now; the same `Arc` while nothing changed.
+    pub fn snapshot(&self) -> Result<Arc<Snapshot>, CacheError> {
+        if let Some(waiting) = self.unsynced() {
+            return Err(CacheError::NotSynced(waiting));
+        }
+        let generation = self.generation.load(Ordering::Acquire);
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, snapshot)) = built.as_ref()
+            && *g == generation
+        {
+            return Ok(Arc::clone(snapshot));
+        }
+        let mut snapshot = Snapshot::default();
+        let mut unserved = Vec::new();
+        for w in &self.watched {
+            let s = w.state();
+            if let Some(e) = s.refused.values().next() {
+                return Err(CacheError::Refused(format!("{}: {e}", w.kind.what)));
+            }
+            if s.unserved {
+                unserved.push(w.kind.what.to_string());
+            }
+            for object in s.objects.values() {
+                snapshot.push(object.clone());
+            }
+        }
+        snapshot.migration_guard = self.guard.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        snapshot.info = Some(SnapshotInfo {
+            captured_at: Timestamp::now(),
+            source: None,
+            pod_group_resources: self
+                .pod_groups
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            unserved,
+        });
+        let snapshot = Arc::new(snapshot);
+        *built = Some((generation, Arc::clone(&snapshot)));
+        Ok(snapshot)
+    }
+
+    /// A ConfigMap the caches hold, by name (Alfred's own are watched in its namespace only).
+    pub fn config_map(&self, name: &str) -> Option<k8s_openapi::api::core::v1::ConfigMap> {
+        let w = self.watched.iter().find(|w| w.name == Some(name))?;
+        let s = w.state();
+        s.objects.values().find_map(|o| match o {
+            Object::ConfigMap(m) => Some(m.clone()),
+            _ => None,
+        })
+    }
+
+    /// Keeps the guard as just read; a change makes the next snapshot anew.
+    pub fn set_guard(&self, read: GuardRead) {
+        let mut guard = self.guard.lock().unwrap_or_else(|e| e.into_inner());
+        if *guard != read {
+            *guard = read;
+            drop(guard);
+            self.bump();
+        }
+    }
+
+    fn bump(&self) {
+        let g = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        self.changed.send_replace(g);
+    }
+
+    /// Keeps one kind current for as long as the process runs.
+    async fn watch(self: Arc<Self>, w: Arc<Watched>) {
+        let resource = resource(w.kind);
+        let api: Api<Raw> = match &w.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let mut config = watcher::Config::default().page_size(live::PAGE_SIZE);
+        if let Some(name) = w.name {
+            config = config.fields(&format!("metadata.name={name}"));
+        }
+        let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+        while let Some(event) = events.next().await {
+            let changed = match event {
+                Ok(event) => w.apply(event, &resource),
+                Err(e) => w.failed(&e),
+            };
+            if changed {
+                self.bump();
+            }
+        }
+    }
+
+    /// The PodGroup resources the cluster serves, looked up again every minute.
+    async fn discover(self: Arc<Self>) {
+        loop {
+            let found = live::pod_group_resources(&self.client).await;
+            let changed = {
+                let mut known = self.pod_groups.lock().unwrap_or_else(|e| e.into_inner());
+                let changed = found.is_some() && *known != found;
+                if changed {
+                    *known = found;
+                }
+                changed
+            };
+            if changed {
+                self.bump();
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        }
+    }
+}
+
+impl Watched {
+    fn new(kind: &'static Kind, namespace: Option<String>, name: Option<&'static str>) -> Watched {
+        Watched {
+            kind,
+            namespace,
+            name,
+            state: Mutex::new(WatchState::default()),
+        }
+    }
+
+    /// Applies one event; true when what a pass reads changed.
+    fn apply(&self, event: Event<Raw>, resource: &ApiResource) -> bool {
+        let mut s = self.state();
+        s.failing = None;
+        let read =
+            |raw: &Raw| Snapshot::read_item(&resource.api_version, &resource.kind, raw.json.get());
+        let key = |raw: &Raw| {
+            (
+                raw.meta.namespace.clone().unwrap_or_default(),
+                raw.meta.name.clone().unwrap_or_default(),
+            )
+        };
+        match event {
+            Event::Init => {
+                s.relist = Some(Default::default());
+                false
+            }
+            Event::InitApply(raw) => {
+                let (objects, refused) = s.relist.get_or_insert_with(Default::default);
+                match read(&raw) {
+                    Ok(Some(object)) => {
+                        objects.insert(key(&raw), object);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        refused.insert(key(&raw), e);
+                    }
+                }
+                false
+            }
+            Event::InitDone => {
+                let (objects, refused) = s.relist.take().unwrap_or_default();
+                s.objects = objects;
+                s.refused = refused;
+                s.synced = true;
+                s.unserved = false;
+                true
+            }
+            Event::Apply(raw) => {
+                let key = key(&raw);
+                match read(&raw) {
+                    Ok(Some(object)) => {
+                        s.refused.remove(&key);
+                        s.objects.insert(key, object);
+                    }
+                    Ok(None) => {
+                        s.refused.remove(&key);
+                        s.objects.remove(&key);
+                    }
+                    Err(e) => {
+                        s.objects.remove(&key);
+                        s.refused.insert(key, e);
+                    }
+                }
+                true
+            }
+            Event::Delete(raw) => {
+                let key = key(&raw);
+                s.refused.remove(&key);
+                s.objects.remove(&key).is_some()
+            }
+        }
+    }
+
+    /// Notes a failed list or watch (the watcher retries with backoff); an optional kind the
+    /// cluster does not serve counts as listed, and empty.
+    fn failed(&self, e: &watcher::Error) -> bool {
+        let mut s = self.state();
+        let not_found = matches!(
+            e,
+            watcher::Error::InitialListFailed(kube::Error::Api(status)) if status.code == 404
+        );
+        if not_found && !self.kind.required {
+            let changed = !s.unserved;
+            s.unserved = true;
+            s.objects.clear();
+            s.refused.clear();
+            s.failing = None;
+            return changed;
+        }
+        s.failing = Some(match not_found {
+            true => format!(
+                "the API is not installed in this cluster: {}",
+                live::INSTALL_HINT
+            ),
+            false => e.to_string(),
+        });
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_paths_name_their_resources() {
+        let r = resource(&live::KINDS[2]);
+        assert_eq!(
+            (
+                r.group.as_str(),
+                r.version.as_str(),
+                r.api_version.as_str(),
+                r.plural.as_str()
+            ),
+            ("apps", "v1", "apps/v1", "controllerrevisions")
+        );
+        assert_eq!(r.kind, "ControllerRevision");
+        let nodes = resource(&live::KINDS[0]);
+        assert_eq!(
+            (nodes.group.as_str(), nodes.api_version.as_str()),
+            ("", "v1")
+        );
+    }
+
+    /// A re-list replaces the cache whole: an object that was not listed again is gone.
+    #[test]
+    fn a_relist_replaces_what_was_held() {
+        let w = Watched::new(&live::KINDS[0], None, None);
+        let r = resource(w.kind);
+        let node = |name: &str| {
+            serde_json::from_str::<Raw>(&format!(
+                r#"{{"metadata":{{"name":"{name}","resourceVersion":"1"}},"status":{{"allocatable":{{"nvidia.com/gpu":"8"}}}}}}"#
+            ))
+            .unwrap()
+        };
+        for e in [
+            Event::Init,
+            Event::InitApply(node("a")),
+            Event::InitApply(node("b")),
+        ] {
+            assert!(
+                !w.apply(e, &r),
+                "nothing changes before the list is complete"
+            );
+        }
+        assert!(w.apply(Event::InitDone, &r));
+        assert_eq!(w.state().objects.len(), 2);
+        w.apply(Event::Init, &r);
+        w.apply(Event::InitApply(node("b")), &r);
+        w.apply(Event::InitDone, &r);
+        let names: Vec<String> = w.state().objects.keys().map(|k| k.1.clone()).collect();
+        assert_eq!(names, ["b"]);
+        assert!(w.apply(Event::Delete(node("b")), &r));
+        assert!(w.state().objects.is_empty());
+    }
+}
