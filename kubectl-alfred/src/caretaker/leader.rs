@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::{Api, Client};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::watch;
@@ -124,8 +124,8 @@ pub struct Fence {
 pub struct Fenced(pub String);
 
 impl Fence {
-    /// Reads the Lease: how long from now this replica may still write (its last renewal plus
-    /// the renew deadline), or why it may not.
+    /// Reads the Lease: the instant until which this replica may still write (its last
+    /// renewal plus the renew deadline), or why it may not.
     pub async fn confirm(&self) -> Result<Instant, Fenced> {
         let asked = Instant::now();
         let lease = self
@@ -134,35 +134,48 @@ impl Fence {
             .await
             .map_err(|e| Fenced(format!("reading Lease {LEASE_NAME}: {e}")))?
             .ok_or_else(|| Fenced(format!("Lease {LEASE_NAME} is gone")))?;
-        let spec = lease.spec.unwrap_or_default();
-        let holder = spec.holder_identity.unwrap_or_default();
-        if holder != self.identity {
-            return Err(Fenced(match holder.as_str() {
-                "" => "the lease is free".into(),
-                h => format!("{h} holds the lease"),
-            }));
-        }
-        let renewed: SystemTime = spec
-            .renew_time
-            .map(|t| t.0.into())
-            .ok_or_else(|| Fenced("the lease has no renewTime".into()))?;
-        // Measured from before the read, on the clock that renewed it.
-        let age = SystemTime::now()
-            .duration_since(renewed)
-            .unwrap_or(Duration::ZERO);
-        let left = self
-            .renew_deadline
-            .checked_sub(age)
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| {
-                Fenced(format!(
-                    "its last renewal is {} s old, past the {} s renew deadline",
-                    age.as_secs(),
-                    self.renew_deadline.as_secs()
-                ))
-            })?;
+        let left = left_to_write(
+            &lease.spec.unwrap_or_default(),
+            &self.identity,
+            self.renew_deadline,
+            SystemTime::now(),
+        )?;
+        // Counted from before the read, on the clock that renewed it.
         Ok(asked + left)
     }
+}
+
+/// How long a replica may still write under `lease` at `now`: it must hold it, and its last
+/// renewal must be younger than the renew deadline.
+fn left_to_write(
+    lease: &LeaseSpec,
+    identity: &str,
+    renew_deadline: Duration,
+    now: SystemTime,
+) -> Result<Duration, Fenced> {
+    let holder = lease.holder_identity.as_deref().unwrap_or_default();
+    if holder != identity {
+        return Err(Fenced(match holder {
+            "" => "the lease is free".into(),
+            h => format!("{h} holds the lease"),
+        }));
+    }
+    let renewed: SystemTime = lease
+        .renew_time
+        .as_ref()
+        .map(|t| t.0.into())
+        .ok_or_else(|| Fenced("the lease has no renewTime".into()))?;
+    let age = now.duration_since(renewed).unwrap_or(Duration::ZERO);
+    renew_deadline
+        .checked_sub(age)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            Fenced(format!(
+                "its last renewal is {} s old, past the {} s renew deadline",
+                age.as_secs(),
+                renew_deadline.as_secs()
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -184,5 +197,29 @@ mod tests {
             ..Timing::default()
         };
         assert!(fractional.check().is_err());
+    }
+
+    #[test]
+    fn only_the_holder_writes_and_only_until_the_renew_deadline() {
+        let renewed = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let spec = |holder: &str| LeaseSpec {
+            holder_identity: Some(holder.into()),
+            renew_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                renewed.try_into().unwrap(),
+            )),
+            ..LeaseSpec::default()
+        };
+        let deadline = Duration::from_secs(10);
+        let at = |secs| renewed + Duration::from_secs(secs);
+        assert_eq!(
+            left_to_write(&spec("r1"), "r1", deadline, at(3)).unwrap(),
+            Duration::from_secs(7)
+        );
+        let taken = left_to_write(&spec("r2"), "r1", deadline, at(3)).unwrap_err();
+        assert_eq!(taken.0, "r2 holds the lease");
+        let late = left_to_write(&spec("r1"), "r1", deadline, at(10)).unwrap_err();
+        assert!(late.0.contains("past the 10 s renew deadline"), "{late}");
+        let free = left_to_write(&LeaseSpec::default(), "r1", deadline, at(0)).unwrap_err();
+        assert_eq!(free.0, "the lease is free");
     }
 }

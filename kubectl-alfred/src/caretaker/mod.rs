@@ -187,7 +187,7 @@ pub async fn run(args: &CaretakerArgs, global: &GlobalArgs) -> Result<()> {
         true => Some(Election::join(&client, &args.namespace, &identity, timing).await?),
         false => None,
     };
-    let outcome = decide(args, &shared, &client, &identity, election.as_ref()).await;
+    let outcome = decide(args, global, &shared, &client, &identity, election.as_ref()).await;
     if let Some(election) = election {
         election.resign().await;
     }
@@ -207,6 +207,7 @@ fn default_identity() -> String {
 /// replica leads, until SIGTERM or SIGINT, which end it between passes.
 async fn decide(
     args: &CaretakerArgs,
+    global: &GlobalArgs,
     shared: &Arc<Shared>,
     client: &Client,
     identity: &str,
@@ -244,7 +245,8 @@ async fn decide(
         let config = shared.config();
         let interval = config.decision_loop_interval.unsigned_abs();
         if leads && shared.unready().is_none() && wait.is_zero() {
-            let (outcome, took) = timed_pass(args, shared, client, fence.clone(), &config).await;
+            let (outcome, took) =
+                timed_pass(args, global, shared, client, fence.clone(), &config).await;
             metrics.decision_loop_duration.observe(took.as_secs_f64());
             wait = match outcome {
                 Ok(()) => {
@@ -300,6 +302,7 @@ async fn decide(
 /// One pass within the deadline, counted: the outcome and how long it took.
 async fn timed_pass(
     args: &CaretakerArgs,
+    global: &GlobalArgs,
     shared: &Shared,
     client: &Client,
     fence: Option<Arc<leader::Fence>>,
@@ -314,7 +317,7 @@ async fn timed_pass(
         enable_maintenance_cordon: args.enable_maintenance_cordon,
         ..MigrateArgs::default()
     };
-    let pass = migrate::pass_on(&mut store, config, &migrate_args, crate::Output::Table);
+    let pass = migrate::pass_on(&mut store, config, &migrate_args, global.output);
     let outcome = tokio::time::timeout(PASS_DEADLINE.unsigned_abs(), pass)
         .await
         .unwrap_or_else(|_| {
@@ -461,7 +464,7 @@ async fn observe(shared: Arc<Shared>) {
             .set(i64::from(shared.caches.unsynced().is_none()));
         let Ok(snapshot) = shared.caches.snapshot() else {
             // Not synced yet (or an object the loader refuses): look again soon.
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
             continue;
         };
         {

@@ -5,6 +5,8 @@
 
 use std::io::Write as _;
 
+pub mod world;
+
 use base64::Engine as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
