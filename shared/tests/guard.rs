@@ -134,11 +134,17 @@ fn execute_mode_withholds_every_request_while_the_guard_does_not_hold() {
 }
 
 #[test]
-fn the_chart_ships_the_same_guard() {
+fn the_chart_and_the_caretaker_ship_the_same_guard() {
     assert_eq!(
         include_str!("../../manifests/helm/alfred-webhook/files/migration-guard.yaml"),
         alfred::execute::guard::SHIPPED,
         "manifests/helm/alfred-webhook/files/migration-guard.yaml must be \
          manifests/rbac/migration-guard.yaml, byte for byte"
+    );
+    assert_eq!(
+        include_str!("../../manifests/caretaker/migration-guard.yaml"),
+        alfred::execute::guard::SHIPPED,
+        "manifests/caretaker/migration-guard.yaml must be manifests/rbac/migration-guard.yaml, \
+         byte for byte"
     );
 }

@@ -369,6 +369,15 @@ impl Drop for Cluster {
     }
 }
 
+/// Helm, built from its Go module once (`tests/helm/build.sh`, cached like the control plane).
+pub fn helm() -> PathBuf {
+    let out = Command::new(workspace().join("tests/helm/build.sh"))
+        .output()
+        .expect("tests/helm/build.sh runs");
+    assert!(out.status.success(), "building helm: {}", stderr(&out));
+    PathBuf::from(stdout(&out).trim())
+}
+
 /// Polls `done` until it holds or `limit` passes (then panics naming `what`).
 pub fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use alfred_e2e::world::*;
-use alfred_e2e::{Cluster, free_port, wait_for};
+use alfred_e2e::{Cluster, free_port, helm, wait_for};
 use serde_json::{Value, json};
 
 /// Short leases so ten failovers take a minute, in the order the fence needs.
@@ -39,6 +39,16 @@ struct Replica {
 
 impl Replica {
     fn start(cluster: &Cluster, identity: &str, extra: &[&str]) -> Replica {
+        Replica::start_as(cluster, &cluster.kubeconfig, identity, extra)
+    }
+
+    /// A replica with the credentials of `kubeconfig`.
+    fn start_as(
+        cluster: &Cluster,
+        kubeconfig: &std::path::Path,
+        identity: &str,
+        extra: &[&str],
+    ) -> Replica {
         let (metrics, probes) = (free_port(), free_port());
         let logs = cluster.dir.join("logs");
         let stdout = logs.join(format!("caretaker-{identity}.out"));
@@ -52,7 +62,7 @@ impl Replica {
             ])
             .args(TIMING)
             .args(extra)
-            .env("KUBECONFIG", &cluster.kubeconfig)
+            .env("KUBECONFIG", kubeconfig)
             .env("PATH", cluster.path())
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&stdout).unwrap())
@@ -149,6 +159,21 @@ impl Moments {
     }
 }
 
+/// The nodeSelector of a workload's pod as it runs now.
+fn item_selector(cluster: &Cluster, isvc: &str) -> Value {
+    let pod = format!("{isvc}-engine-0-default-0");
+    let text = cluster.ok(&[
+        "get",
+        "pod",
+        &pod,
+        "-n",
+        "team",
+        "-o",
+        "jsonpath={.spec.nodeSelector}",
+    ]);
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
 /// Stops the simulated OME when dropped, so a failing test does not wait on it forever.
 struct StopOnDrop<'a>(&'a AtomicBool);
 
@@ -213,6 +238,7 @@ fn serve_as_ome(
                         .expect("an empty healthy node");
                     taken.insert(to.clone());
                     let mut moved = pod(isvc, &to, 2);
+                    moved["spec"]["nodeSelector"] = item_selector(cluster, isvc);
                     moved["status"]["startTime"] = json!(now());
                     ome_completes(cluster, isvc, uuid, from, moved);
                 }
@@ -223,20 +249,32 @@ fn serve_as_ome(
 }
 
 /// Twelve 2-GPU workloads on three unhealthy 8-GPU nodes, and twelve empty healthy nodes of
-/// two GPUs: each move fills one, so no move waits on a target's cooldown.
+/// two GPUs. Workload i may run only where label `slot-i` is (its node and one healthy node),
+/// so each move has its own target and no move waits on another's target cooldown.
 fn evacuation_world(name: &str) -> (Cluster, Vec<String>) {
     let cluster = Cluster::up(name);
-    let mut objects: Vec<Value> = ["n1", "n2", "n3"].iter().map(|n| node(n, true)).collect();
-    for h in healthy_nodes() {
-        let mut small = node(&h, false);
+    let slot = |i: usize| format!("slot-{i}");
+    let mut objects = Vec::new();
+    for (k, n) in ["n1", "n2", "n3"].iter().enumerate() {
+        let mut sick = node(n, true);
+        for i in 4 * k..4 * k + 4 {
+            sick["metadata"]["labels"][slot(i)] = json!("yes");
+        }
+        objects.push(sick);
+    }
+    for (i, h) in healthy_nodes().iter().enumerate() {
+        let mut small = node(h, false);
         for field in ["allocatable", "capacity"] {
             small["status"][field]["nvidia.com/gpu"] = json!("2");
         }
+        small["metadata"]["labels"][slot(i)] = json!("yes");
         objects.push(small);
     }
     let isvcs: Vec<String> = (0..12).map(|i| format!("w{i:02}")).collect();
     for (i, isvc) in isvcs.iter().enumerate() {
-        objects.push(pod(isvc, ["n1", "n2", "n3"][i / 4], 2));
+        let mut p = pod(isvc, ["n1", "n2", "n3"][i / 4], 2);
+        p["spec"]["nodeSelector"] = json!({ slot(i): "yes" });
+        objects.push(p);
     }
     let names: Vec<&str> = isvcs.iter().map(String::as_str).collect();
     seed_world(&cluster, objects, &names);
@@ -914,4 +952,390 @@ fn minutes_ago(minutes: i64) -> String {
         .output()
         .unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Requests the simulated OME has seen so far.
+fn seen_count(seen: &Mutex<Seen>) -> usize {
+    seen.lock().unwrap().requests.len()
+}
+
+/// Checks what OME saw against the journal: no request or workload twice, none lost.
+fn assert_once_and_journaled(cluster: &Cluster, seen: &[(String, String)]) {
+    let uuids: BTreeSet<&str> = seen.iter().map(|(u, _)| u.as_str()).collect();
+    let moved: BTreeSet<&str> = seen.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(uuids.len(), seen.len(), "no request sent twice: {seen:?}");
+    assert_eq!(moved.len(), seen.len(), "no workload sent twice: {seen:?}");
+    let journal = journal(cluster);
+    let journaled: BTreeSet<&str> = journal["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["uuid"].as_str().unwrap())
+        .collect();
+    assert_eq!(journaled, uuids, "every request journaled: {journal:#}");
+}
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn the_breaker_stays_open_across_leaders() {
+    let (cluster, _) = evacuation_world("caretaker-breaker");
+    set_config(
+        &cluster,
+        "schemaVersion: 1\nmode: execute\nmigration: {apiVersion: v1, failureBackoff: 1s}\n\
+         decisionLoopInterval: 1s\nobservationLoopInterval: 1s\nmaxMigrationsPerHour: 50\n",
+    );
+    let replicas: Vec<Replica> = ["r0", "r1", "r2"]
+        .iter()
+        .map(|id| Replica::start(&cluster, id, &[]))
+        .collect();
+    let stop = AtomicBool::new(false);
+    let seen = Mutex::new(Seen::default());
+    let mut moments = Moments(seed_of_moments());
+    let replicas = std::thread::scope(|s| {
+        let (healthy, cluster, stop, seen) = (healthy_nodes(), &cluster, &stop, &seen);
+        // OME fails every request: after four failures the breaker opens for an hour.
+        s.spawn(move || serve_as_ome(cluster, stop, seen, &healthy, |_| true));
+        let _stop = StopOnDrop(stop);
+        wait_for(Duration::from_secs(60), "two failed requests", || {
+            seen_count(seen) >= 2
+        });
+        let (replicas, _) = kill_leaders(cluster, replicas, 1, &mut moments);
+        wait_for(Duration::from_secs(60), "four failed requests", || {
+            seen_count(seen) >= 4
+        });
+        wait_for(Duration::from_secs(20), "the breaker to open", || {
+            let breaker = cluster.ok(&[
+                "get",
+                "configmap",
+                "alfred-dispatch-state",
+                "-n",
+                "ome",
+                "-o",
+                "jsonpath={.data.breaker\\.json}",
+            ]);
+            breaker.contains("openUntil")
+        });
+        // Two new leaders in a row rebuild it from the journal, and send nothing.
+        let (replicas, _) = kill_leaders(cluster, replicas, 2, &mut moments);
+        std::thread::sleep(Duration::from_secs(5));
+        replicas
+    });
+    let seen = seen.into_inner().unwrap().requests;
+    assert_eq!(
+        seen.len(),
+        4,
+        "nothing sent while the breaker is open: {seen:?}"
+    );
+    assert_once_and_journaled(&cluster, &seen);
+    let leader = replicas
+        .iter()
+        .find(|r| r.identity == lease_holder(&cluster))
+        .expect("a leader");
+    let scrape = leader.scrape(&cluster);
+    assert_eq!(
+        sample(&scrape, "alfred_circuit_breaker_state"),
+        Some(1.0),
+        "{scrape}"
+    );
+    assert_eq!(
+        sample(
+            &scrape,
+            "alfred_migration_calls_total{policy=\"nodehealth\",workload=\"team/w00\",mode=\"OMENative\",surface=\"omenative\"}"
+        ),
+        None
+    );
+}
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn a_leader_stalled_past_its_lease_sends_nothing_after() {
+    let (cluster, _) = evacuation_world("caretaker-stall");
+    set_config(
+        &cluster,
+        "schemaVersion: 1\nmode: execute\nmigration: {apiVersion: v1}\n\
+         decisionLoopInterval: 1s\nobservationLoopInterval: 1s\nmaxMigrationsPerHour: 50\n",
+    );
+    let replicas: Vec<Replica> = ["r0", "r1"]
+        .iter()
+        .map(|id| Replica::start(&cluster, id, &[]))
+        .collect();
+    let sends = |r: &Replica| {
+        std::fs::read_to_string(&r.stdout)
+            .unwrap_or_default()
+            .matches("Submitted request")
+            .count()
+    };
+    let stop = AtomicBool::new(false);
+    let seen = Mutex::new(Seen::default());
+    let mut moments = Moments(seed_of_moments());
+    std::thread::scope(|s| {
+        let (healthy, cluster, stop, seen) = (healthy_nodes(), &cluster, &stop, &seen);
+        s.spawn(move || serve_as_ome(cluster, stop, seen, &healthy, |_| false));
+        let _stop = StopOnDrop(stop);
+        wait_for(Duration::from_secs(60), "a first request", || {
+            seen_count(seen) >= 1
+        });
+        std::thread::sleep(Duration::from_millis(moments.next_millis(1500)));
+        let holder = lease_holder(cluster);
+        let (stalled, other) = match replicas.iter().position(|r| r.identity == holder) {
+            Some(0) => (&replicas[0], &replicas[1]),
+            Some(_) => (&replicas[1], &replicas[0]),
+            None => panic!("no leader"),
+        };
+        // Its clock stops: the lease runs out under it and the other takes over.
+        stalled.signal("-STOP");
+        let before = seen_count(seen);
+        wait_for(LEASE * 3, "the other to lead", || {
+            lease_holder(cluster) == other.identity
+        });
+        wait_for(Duration::from_secs(30), "the new leader's request", || {
+            seen_count(seen) > before
+        });
+        let sent_before = sends(stalled);
+        stalled.signal("-CONT");
+        // It wakes believing it leads; its passes must write nothing.
+        std::thread::sleep(Duration::from_secs(6));
+        assert_eq!(sends(stalled), sent_before, "{}", stalled.log());
+        assert!(
+            stalled.log().contains("no longer leads"),
+            "{}",
+            stalled.log()
+        );
+        eprintln!(
+            "fence refusals after waking: {}",
+            stalled.log().matches("does not lead now").count()
+        );
+    });
+    let seen = seen.into_inner().unwrap().requests;
+    assert_once_and_journaled(&cluster, &seen);
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// The chart's caretaker objects (and the guard in front of it), rendered with `sets`.
+fn render_caretaker(sets: &[&str]) -> Vec<Value> {
+    let chart = root().join("manifests/helm/alfred-webhook");
+    let mut args = vec![
+        "template",
+        "alfred",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "ome",
+    ];
+    let mut all = vec!["caretaker.enabled=true"];
+    all.extend(sets);
+    for set in &all {
+        args.extend(["--set", set]);
+    }
+    let out = Command::new(helm()).args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "helm template: {}",
+        alfred_e2e::stderr(&out)
+    );
+    let text = alfred_e2e::stdout(&out);
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .filter_map(|doc| {
+            use serde::Deserialize as _;
+            let v = Value::deserialize(doc).ok()?;
+            let caretaker = v["metadata"]["labels"]["app.kubernetes.io/name"] == "alfred-caretaker";
+            let guard = v["metadata"]["name"] == "alfred-migration-writes";
+            (caretaker || guard).then_some(v)
+        })
+        .collect()
+}
+
+fn find<'v>(objects: &'v [Value], kind: &str, name: &str) -> &'v Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// Every rule of the ClusterRoles in `file` (manifests/rbac) is granted by one of `rules`.
+fn assert_covers(rules: &Value, file: &str) {
+    use serde::Deserialize as _;
+    let text = std::fs::read_to_string(root().join("manifests/rbac").join(file)).unwrap();
+    let set = |v: &Value| -> BTreeSet<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let role = Value::deserialize(doc).unwrap();
+        if role["kind"] != "ClusterRole" {
+            continue;
+        }
+        for want in role["rules"].as_array().unwrap() {
+            let granted = rules.as_array().unwrap().iter().any(|have| {
+                set(&have["apiGroups"]).is_superset(&set(&want["apiGroups"]))
+                    && set(&have["resources"]).is_superset(&set(&want["resources"]))
+                    && set(&have["verbs"]).is_superset(&set(&want["verbs"]))
+                    && set(&have["resourceNames"]) == set(&want["resourceNames"])
+            });
+            assert!(granted, "{file}: {want} is not granted by {rules:#}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs the local control plane: make e2e"]
+fn the_chart_installs_a_caretaker_whose_rights_are_enough() {
+    let chart = root().join("manifests/helm/alfred-webhook");
+    let lint = Command::new(helm())
+        .args([
+            "lint",
+            "--strict",
+            chart.to_str().unwrap(),
+            "--set",
+            "caretaker.enabled=true",
+            "--set",
+            "caretaker.migration.apiVersion=v1",
+            "--set",
+            "caretaker.holds=true",
+        ])
+        .output()
+        .unwrap();
+    assert!(lint.status.success(), "{}", alfred_e2e::stdout(&lint));
+    // Off by default: nothing of the caretaker's.
+    let out = Command::new(helm())
+        .args(["template", "alfred", chart.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!alfred_e2e::stdout(&out).contains("alfred-caretaker"));
+
+    let objects = render_caretaker(&[
+        "caretaker.migration.apiVersion=v1",
+        "caretaker.holds=true",
+        "caretaker.alfredConfig.mode=execute",
+        "caretaker.alfredConfig.decisionLoopInterval=1s",
+    ]);
+    // The pod: restricted, probed, spread, bounded.
+    let deployment = find(&objects, "Deployment", "alfred-caretaker");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let spec = &deployment["spec"]["template"]["spec"];
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    assert_eq!(
+        spec["topologySpreadConstraints"][0]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    let container = &spec["containers"][0];
+    assert_eq!(container["args"][0], "caretaker");
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert!(container["resources"]["requests"]["memory"].is_string());
+    assert!(container["resources"]["limits"]["memory"].is_string());
+    assert_eq!(
+        find(&objects, "PodDisruptionBudget", "alfred-caretaker")["spec"]["minAvailable"],
+        1
+    );
+    // The rights: the plugin's roles, and the Lease and ConfigMaps in its namespace only.
+    let rules = &find(&objects, "ClusterRole", "alfred-caretaker")["rules"];
+    for file in ["reader.yaml", "migrator.yaml", "hold.yaml"] {
+        assert_covers(rules, file);
+    }
+    let role = find(&objects, "Role", "alfred-caretaker");
+    assert_eq!(role["metadata"]["namespace"], "ome");
+    assert!(role.to_string().contains("\"leases\""), "{role:#}");
+    // The ServiceMonitor, on request.
+    assert!(!objects.iter().any(|o| o["kind"] == "ServiceMonitor"));
+    let monitored = render_caretaker(&["caretaker.metrics.serviceMonitor.enabled=true"]);
+    assert_eq!(
+        find(&monitored, "ServiceMonitor", "alfred-caretaker")["spec"]["endpoints"][0]["port"],
+        "metrics"
+    );
+
+    // On a real API server: every object passes a server-side dry run; the caretaker, run
+    // with the chart's ServiceAccount and nothing else, leads, passes and sends.
+    let cluster = Cluster::up("caretaker-chart");
+    seed_world(
+        &cluster,
+        vec![node("n1", true), node("n2", false), pod("b", "n1", 2)],
+        &["b"],
+    );
+    let stream = |objects: &[&Value]| {
+        objects
+            .iter()
+            .map(|o| o.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let all: Vec<&Value> = objects.iter().collect();
+    let out = cluster.kubectl_with(&["apply", "--dry-run=server", "-f", "-"], &stream(&all));
+    assert!(
+        out.status.success(),
+        "server-side dry run: {}",
+        alfred_e2e::stderr(&out)
+    );
+    let no_pods: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] != "Deployment")
+        .collect();
+    let out = cluster.kubectl_with(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        &stream(&no_pods),
+    );
+    assert!(out.status.success(), "apply: {}", alfred_e2e::stderr(&out));
+    let kubeconfig = cluster.service_account_kubeconfig("ome", "alfred-caretaker");
+    let replica = Replica::start_as(&cluster, &kubeconfig, "alfred-caretaker-0", &[]);
+    wait_for(
+        Duration::from_secs(30),
+        "a request sent with the chart's rights",
+        || !requests(&cluster, "b").is_empty(),
+    );
+    let scrape = replica.scrape(&cluster);
+    assert_eq!(
+        sample(&scrape, "alfred_passes_total{outcome=\"failure\"}"),
+        None,
+        "{}",
+        replica.log()
+    );
+    assert!(!replica.log().contains("forbidden"), "{}", replica.log());
+    assert_eq!(lease_holder(&cluster), "alfred-caretaker-0");
+
+    // The kustomize install is the same objects, and the API server takes them.
+    let dir = root().join("manifests/caretaker");
+    cluster.ok(&["apply", "--dry-run=server", "-k", dir.to_str().unwrap()]);
+    let kustomize = cluster.ok(&[
+        "kustomize",
+        root().join("manifests/caretaker").to_str().unwrap(),
+    ]);
+    let names = |objects: &mut dyn Iterator<Item = &Value>| -> BTreeSet<(String, String)> {
+        objects
+            .map(|o| {
+                (
+                    o["kind"].as_str().unwrap().to_string(),
+                    o["metadata"]["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let default_chart = render_caretaker(&[]);
+    let from_kustomize: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&kustomize)
+        .filter_map(|d| {
+            use serde::Deserialize as _;
+            Value::deserialize(d).ok()
+        })
+        .collect();
+    assert_eq!(
+        names(&mut from_kustomize.iter().filter(|o| o["kind"] != "Namespace")),
+        names(&mut default_chart.iter())
+    );
 }

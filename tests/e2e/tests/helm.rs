@@ -6,18 +6,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use alfred::execute::guard;
-use alfred_e2e::{Cluster, stderr, stdout};
+use alfred_e2e::{Cluster, helm, stderr, stdout};
 
 fn root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-}
-
-fn helm() -> PathBuf {
-    let out = Command::new(root().join("tests/helm/build.sh"))
-        .output()
-        .expect("tests/helm/build.sh runs");
-    assert!(out.status.success(), "building helm: {}", stderr(&out));
-    PathBuf::from(stdout(&out).trim())
 }
 
 /// `helm template` of the chart into the release namespace with `--set` values.

@@ -48,3 +48,15 @@ namespaceSelector:
         {{- end }}
         - {{ .Release.Namespace | quote }}
 {{- end -}}
+
+{{- define "alfred-webhook.caretakerSelector" -}}
+app.kubernetes.io/name: alfred-caretaker
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "alfred-webhook.caretakerLabels" -}}
+{{ include "alfred-webhook.caretakerSelector" . }}
+app.kubernetes.io/part-of: kubectl-alfred
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
