@@ -120,17 +120,46 @@ pub async fn record_resolved(client: &Client, entry: &Entry, who: &str, why: &st
     .await
 }
 
-/// Records a pass's events on its InferenceServices; failures are printed.
-pub async fn record_workloads(client: &Client, events: &[WorkloadEvent]) {
-    for e in events {
-        let subject = Subject {
-            api_version: "ome.io/v1beta1",
-            kind: "InferenceService",
-            namespace: &e.namespace,
-            name: &e.name,
+/// What a process recorded lately, so that pass after pass the same event is not written
+/// again (Kubernetes' own recorders drop repeats the same way), and each pass writes at most
+/// [`EVENTS_PER_PASS`](alfred::execute::events::EVENTS_PER_PASS) of them.
+#[derive(Default)]
+pub struct Recorder {
+    recorded: std::collections::HashMap<(String, String), std::time::Instant>,
+}
+
+/// How long an event recorded by this process is not recorded again.
+const REPEAT_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
+impl Recorder {
+    /// Records a pass's events on its InferenceServices; failures are printed.
+    pub async fn record_workloads(&mut self, client: &Client, events: Vec<WorkloadEvent>) {
+        self.recorded.retain(|_, at| at.elapsed() < REPEAT_AFTER);
+        let key = |e: &WorkloadEvent| {
+            let name = event_name(&e.name, e.reason.as_str(), &e.message);
+            (e.namespace.clone(), name)
         };
-        if let Err(err) = record(client, &subject, e.warning, e.reason, &e.message).await {
-            eprintln!("warning: {}", crate::failure::describe(&err));
+        let (now, waiting) =
+            alfred::execute::events::to_record(events, |e| self.recorded.contains_key(&key(e)));
+        for e in now {
+            let subject = Subject {
+                api_version: "ome.io/v1beta1",
+                kind: "InferenceService",
+                namespace: &e.namespace,
+                name: &e.name,
+            };
+            match record(client, &subject, e.warning, e.reason, &e.message).await {
+                Ok(()) => {
+                    self.recorded.insert(key(&e), std::time::Instant::now());
+                }
+                Err(err) => eprintln!("warning: {}", crate::failure::describe(&err)),
+            }
+        }
+        if waiting > 0 {
+            eprintln!(
+                "note: {waiting} event(s) wait for a later pass (at most {} a pass)",
+                alfred::execute::events::EVENTS_PER_PASS
+            );
         }
     }
 }

@@ -27,8 +27,10 @@ pub struct Recorded {
 }
 
 /// Writes the pass, then records the node events of the stamps it stored.
+/// `namespace` is Alfred's when known (the caretaker's); else the ConfigMap is found by name.
 pub async fn record(
     client: &Client,
+    namespace: Option<&str>,
     config: &Config,
     pass: &Pass<'_>,
     now: Timestamp,
@@ -40,12 +42,23 @@ pub async fn record(
     }
     let name = &config.recommendations_config_map_name;
     for _ in 0..ATTEMPTS {
-        let found = Api::<ConfigMap>::all(client.clone())
-            .list(&ListParams::default().fields(&format!("metadata.name={name}")))
-            .await
-            .with_context(|| format!("reading ConfigMap {name}"))?;
-        let mut current = match found.items.len() {
-            1 => found.items.into_iter().next().expect("one"),
+        let found = match namespace {
+            Some(ns) => Api::<ConfigMap>::namespaced(client.clone(), ns)
+                .get_opt(name)
+                .await
+                .with_context(|| format!("reading ConfigMap {ns}/{name}"))?
+                .into_iter()
+                .collect(),
+            None => {
+                Api::<ConfigMap>::all(client.clone())
+                    .list(&ListParams::default().fields(&format!("metadata.name={name}")))
+                    .await
+                    .with_context(|| format!("reading ConfigMap {name}"))?
+                    .items
+            }
+        };
+        let mut current = match found.len() {
+            1 => found.into_iter().next().expect("one"),
             0 => bail!(
                 "ConfigMap {name} is missing: Alfred only updates it (the ome-alfred chart creates it); create it in Alfred's namespace, e.g. kubectl create configmap {name} -n ome"
             ),

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use alfred::execute::guard::GuardRead;
 use alfred::snapshot::{Object, Snapshot, SnapshotError, SnapshotInfo};
@@ -153,7 +153,9 @@ pub struct Caches {
     /// Bumped on every change; a pass's snapshot is rebuilt only when it moved.
     generation: AtomicU64,
     changed: tokio::sync::watch::Sender<u64>,
-    built: Mutex<Option<(u64, Arc<Snapshot>)>>,
+    /// The last snapshot made, while a pass or an observation still holds it (weakly: an
+    /// idle replica keeps one copy of the cluster, the caches').
+    built: Mutex<Option<(u64, Weak<Snapshot>)>>,
     pod_groups: Mutex<Option<Vec<String>>>,
     /// The migration guard as last read (two GETs a pass: the objects are tiny).
     guard: Mutex<GuardRead>,
@@ -227,10 +229,11 @@ impl Caches {
         }
         let generation = self.generation.load(Ordering::Acquire);
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((g, snapshot)) = built.as_ref()
+        if let Some((g, held)) = built.as_ref()
             && *g == generation
+            && let Some(snapshot) = held.upgrade()
         {
-            return Ok(Arc::clone(snapshot));
+            return Ok(snapshot);
         }
         let mut snapshot = Snapshot::default();
         let mut unserved = Vec::new();
@@ -258,7 +261,7 @@ impl Caches {
             unserved,
         });
         let snapshot = Arc::new(snapshot);
-        *built = Some((generation, Arc::clone(&snapshot)));
+        *built = Some((generation, Arc::downgrade(&snapshot)));
         Ok(snapshot)
     }
 

@@ -226,6 +226,7 @@ async fn decide(
     };
     metrics.leader_status.get_or_create(&pod).set(0);
     let mut wait = Duration::ZERO;
+    let mut recorder = crate::events::Recorder::default();
     loop {
         Shared::beat(&shared.decision_beat);
         let leads = leading.as_ref().is_none_or(|l| *l.borrow());
@@ -245,8 +246,16 @@ async fn decide(
         let config = shared.config();
         let interval = config.decision_loop_interval.unsigned_abs();
         if leads && shared.unready().is_none() && wait.is_zero() {
-            let (outcome, took) =
-                timed_pass(args, global, shared, client, fence.clone(), &config).await;
+            let (outcome, took) = timed_pass(
+                args,
+                global,
+                shared,
+                client,
+                fence.clone(),
+                &config,
+                &mut recorder,
+            )
+            .await;
             metrics.decision_loop_duration.observe(took.as_secs_f64());
             wait = match outcome {
                 Ok(()) => {
@@ -307,6 +316,7 @@ async fn timed_pass(
     client: &Client,
     fence: Option<Arc<leader::Fence>>,
     config: &Config,
+    recorder: &mut crate::events::Recorder,
 ) -> (Result<()>, Duration) {
     let started = std::time::Instant::now();
     let metrics = &shared.metrics;
@@ -317,7 +327,12 @@ async fn timed_pass(
         enable_maintenance_cordon: args.enable_maintenance_cordon,
         ..MigrateArgs::default()
     };
-    let pass = migrate::pass_on(&mut store, config, &migrate_args, global.output);
+    // A table of every row each pass would flood the log: one line, unless asked (`-o json`).
+    let shown = match global.output {
+        crate::Output::Table | crate::Output::Wide => migrate::Shown::Line,
+        structured => migrate::Shown::Full(structured),
+    };
+    let pass = migrate::pass_on(&mut store, config, &migrate_args, shown, recorder);
     let outcome = tokio::time::timeout(PASS_DEADLINE.unsigned_abs(), pass)
         .await
         .unwrap_or_else(|_| {

@@ -46,10 +46,11 @@ pub async fn run(args: &MigrateArgs, global: &GlobalArgs) -> Result<()> {
         .context("listening for interrupts")?;
     let mut interval = Config::default().decision_loop_interval.unsigned_abs();
     let mut failures = 0u32;
+    let mut recorder = crate::events::Recorder::default();
     loop {
         // The whole pass, its reads and writes included, within the deadline; what a cut-off
         // pass wrote is reconciled by the next.
-        let pass = tokio::time::timeout(PASS_DEADLINE.unsigned_abs(), one_pass(args, global))
+        let pass = tokio::time::timeout(PASS_DEADLINE.unsigned_abs(), one_pass(args, global, &mut recorder))
             .await
             .unwrap_or_else(|_| {
                 Err(anyhow!(
@@ -143,9 +144,20 @@ pub fn failure_backoff(failures: u32, interval: std::time::Duration) -> std::tim
 }
 
 /// One pass: read, decide, send at most one request, record; the configuration it ran with.
-async fn one_pass(args: &MigrateArgs, global: &GlobalArgs) -> Result<Config> {
+async fn one_pass(
+    args: &MigrateArgs,
+    global: &GlobalArgs,
+    recorder: &mut crate::events::Recorder,
+) -> Result<Config> {
     let (mut store, config) = PassStore::open(global).await?;
-    pass_on(&mut store, &config, args, global.output).await?;
+    pass_on(
+        &mut store,
+        &config,
+        args,
+        Shown::Full(global.output),
+        recorder,
+    )
+    .await?;
     Ok(config)
 }
 
@@ -159,18 +171,29 @@ pub struct PassDone {
 
 /// The pass on an open store, and what follows it: the report printed, then (unless a dry
 /// run, and only while this process may write) cordons, holds, events and the record.
+/// How a pass is printed: in full, or one line (a caretaker's log, pass after pass).
+#[derive(Clone, Copy)]
+pub enum Shown {
+    Full(Output),
+    Line,
+}
+
 pub async fn pass_on(
     store: &mut PassStore,
     config: &Config,
     args: &MigrateArgs,
-    output: Output,
+    shown: Shown,
+    recorder: &mut crate::events::Recorder,
 ) -> Result<PassDone> {
     let options = Options {
         dry_run: args.dry_run,
     };
     let report = run::run_pass(store, config, options).await?;
-    render::emit(&render_report(&report, output)?)?;
     let rows = report.rows();
+    match shown {
+        Shown::Full(output) => render::emit(&render_report(&report, output)?)?,
+        Shown::Line => render::emit(&pass_line(&report, &rows))?,
+    }
     let mut done = PassDone {
         report,
         rows,
@@ -227,8 +250,9 @@ pub async fn pass_on(
             &done.rows,
             &report.plan.decision.recommendations,
         );
-        crate::events::record_workloads(client, &events).await;
-        done.node_events = record_pass(client, config, report, &done.rows).await;
+        recorder.record_workloads(client, events).await;
+        let namespace = store.alfred_namespace();
+        done.node_events = record_pass(client, namespace, config, report, &done.rows).await;
     }
     Ok(done)
 }
@@ -238,6 +262,7 @@ pub async fn pass_on(
 /// disables the record.
 async fn record_pass(
     client: &kube::Client,
+    namespace: Option<&str>,
     config: &Config,
     report: &run::Report,
     rows: &[alfred::decision::Row],
@@ -251,7 +276,7 @@ async fn record_pass(
         mode: "execute",
     };
     let now = Timestamp::now();
-    match crate::record::record(client, config, &pass, now).await {
+    match crate::record::record(client, namespace, config, &pass, now).await {
         Ok(recorded) => recorded.node_events,
         Err(e) => {
             eprintln!(
@@ -261,6 +286,28 @@ async fn record_pass(
             Vec::new()
         }
     }
+}
+
+/// One line for a pass: its rows by outcome, and the request sent or why none was.
+fn pass_line(report: &run::Report, rows: &[alfred::decision::Row]) -> String {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for r in rows {
+        *counts.entry(r.outcome.as_str()).or_default() += 1;
+    }
+    let counted: Vec<String> = counts.iter().map(|(o, n)| format!("{n} {o}")).collect();
+    let what = match (&report.sent, &report.withheld) {
+        (Some((_, e)), _) => format!(
+            "Submitted request {} on InferenceService {}",
+            e.uuid, e.workload
+        ),
+        (None, Some(w)) => format!("nothing sent: {} ({})", w.reason.as_str(), w.detail),
+        (None, None) => "nothing sent".to_string(),
+    };
+    format!(
+        "pass: {} rows ({}); {what}\n",
+        rows.len(),
+        counted.join(", ")
+    )
 }
 
 #[derive(Serialize)]

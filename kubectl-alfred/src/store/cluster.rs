@@ -72,6 +72,14 @@ impl ClusterStore {
         }
     }
 
+    /// Alfred's namespace, when it was given rather than found.
+    pub fn alfred_namespace(&self) -> Option<&str> {
+        match self.reader {
+            Reader::Caches(_) => self.journal_namespace.as_deref(),
+            Reader::Lists(_) => None,
+        }
+    }
+
     /// Whether this process may write now (always, without a fence); the caller's writes
     /// that are not the pass's own (holds, cordons, records, events) ask it too.
     pub async fn may_write(&self) -> Result<(), StoreError> {

@@ -55,6 +55,14 @@ impl PassStore {
         }
     }
 
+    /// Alfred's namespace, when the store knows it (the caretaker's).
+    pub fn alfred_namespace(&self) -> Option<&str> {
+        match self {
+            PassStore::Cluster(s) => s.alfred_namespace(),
+            PassStore::File(_) => None,
+        }
+    }
+
     /// The client, when the store is the live cluster.
     pub fn client(&self) -> Option<&Client> {
         match self {

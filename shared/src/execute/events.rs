@@ -111,6 +111,35 @@ pub fn workload_events(rows: &[Row], recommendations: &[Recommendation]) -> Vec<
     events
 }
 
+/// Workload events recorded in one pass at most; the rest wait for a later pass (events are
+/// lossy, alfred-reference.md §3.4). A first pass over a large cluster has an advisory row for
+/// nearly every workload: recorded at once, 7,000 of them took two requests each, past the
+/// pass's deadline.
+pub const EVENTS_PER_PASS: usize = 50;
+
+/// The events to record this pass, most telling first (warnings, then the life of a request,
+/// then the arbiter's verdicts, then advice), leaving out those `recent` says were just
+/// recorded, at most [`EVENTS_PER_PASS`]; and how many wait.
+pub fn to_record(
+    events: Vec<WorkloadEvent>,
+    recent: impl Fn(&WorkloadEvent) -> bool,
+) -> (Vec<WorkloadEvent>, usize) {
+    let rank = |e: &WorkloadEvent| match e.reason {
+        _ if e.warning => 0,
+        EventReason::MigrationSubmitted
+        | EventReason::MigrationAcknowledged
+        | EventReason::MigrationCompleted
+        | EventReason::CooldownOverriddenForEvacuation => 1,
+        EventReason::RecommendationRejected | EventReason::RecommendationWithheld => 2,
+        _ => 3,
+    };
+    let mut due: Vec<WorkloadEvent> = events.into_iter().filter(|e| !recent(e)).collect();
+    due.sort_by_key(rank);
+    let waiting = due.len().saturating_sub(EVENTS_PER_PASS);
+    due.truncate(EVENTS_PER_PASS);
+    (due, waiting)
+}
+
 /// A stable name for an event, so that a repeat of the same event on the same object is
 /// counted on one Event object instead of creating another each pass.
 pub fn event_name(object: &str, reason: &str, message: &str) -> String {
@@ -119,4 +148,42 @@ pub fn event_name(object: &str, reason: &str, message: &str) -> String {
     // Object names are at most 253 characters; leave room for the suffix.
     let prefix = &object[..object.len().min(253 - 17)];
     format!("{prefix}.{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(name: &str, warning: bool, reason: EventReason) -> WorkloadEvent {
+        WorkloadEvent {
+            namespace: "ns".into(),
+            name: name.into(),
+            warning,
+            reason,
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_pass_records_the_telling_events_first_and_at_most_its_budget() {
+        let mut events: Vec<WorkloadEvent> = (0..100)
+            .map(|i| {
+                event(
+                    &format!("a{i}"),
+                    false,
+                    EventReason::FragmentationRecommendationProduced,
+                )
+            })
+            .collect();
+        events.push(event("sent", false, EventReason::MigrationSubmitted));
+        events.push(event("failed", true, EventReason::MigrationFailed));
+        events.push(event("just-recorded", true, EventReason::MigrationStalled));
+        let (now, waiting) = to_record(events, |e| e.name == "just-recorded");
+        assert_eq!(now.len(), EVENTS_PER_PASS);
+        assert_eq!(waiting, 102 - EVENTS_PER_PASS);
+        assert_eq!(now[0].name, "failed");
+        assert_eq!(now[1].name, "sent");
+        assert_eq!(now[2].name, "a0", "advice keeps its order");
+        assert!(!now.iter().any(|e| e.name == "just-recorded"));
+    }
 }

@@ -29,10 +29,20 @@ struct Args {
     /// Runs of each command
     #[arg(default_value_t = 3)]
     runs: usize,
+    /// Then run two caretaker replicas (`kubectl-alfred caretaker`) on the same cluster for
+    /// this many passes of the leader: time to sync, each pass from the warm caches, API
+    /// requests per pass, and each replica's resident memory. 0 skips it.
+    #[arg(long, default_value_t = 0)]
+    caretaker_passes: usize,
 }
 
 fn main() {
-    let Args { nodes, pods, runs } = clap::Parser::parse();
+    let Args {
+        nodes,
+        pods,
+        runs,
+        caretaker_passes,
+    } = clap::Parser::parse();
 
     let cluster = Cluster::up("live-bench");
     let started = Instant::now();
@@ -47,6 +57,9 @@ fn main() {
         Ok(dirs) => dirs.split(',').map(str::to_string).collect(),
         Err(_) => vec![release_dir()],
     };
+    if caretaker_passes > 0 {
+        caretaker(&cluster, &builds[0], caretaker_passes);
+    }
     let mut rows = Vec::new();
     for run in 0..runs {
         for build in &builds {
@@ -164,4 +177,133 @@ fn measure(
         .and_then(|k| k.parse().ok())
         .unwrap_or(0);
     (took, kib)
+}
+
+/// Two caretaker replicas of `build` on the seeded cluster (execute mode, a pass every 5 s):
+/// how long until both are ready, then per pass of the leader its duration and API requests,
+/// and each replica's resident memory after the passes.
+fn caretaker(cluster: &Cluster, build: &str, passes: usize) {
+    use std::time::Duration;
+    let _ = cluster.kubectl(&["create", "namespace", "ome"]);
+    let config =
+        "schemaVersion: 1\nmode: execute\nmigration: {apiVersion: v1}\ndecisionLoopInterval: 5s\n";
+    for (name, data) in [
+        ("alfred-config", Some(config)),
+        ("alfred-dispatch-state", None),
+        ("alfred-recommendations", None),
+    ] {
+        let mut args = vec!["create", "configmap", name, "-n", "ome"];
+        let literal;
+        if let Some(text) = data {
+            literal = format!("--from-literal=config.yaml={text}");
+            args.push(&literal);
+        }
+        let _ = cluster.kubectl(&args);
+    }
+    let guard = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../manifests/rbac/migration-guard.yaml"
+    );
+    cluster.ok(&["apply", "-f", guard]);
+    let started = Instant::now();
+    /// Killed when dropped, so a failed run leaves no process behind.
+    struct Replica(std::process::Child, u16, u16);
+    impl Drop for Replica {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let replicas: Vec<Replica> = ["c0", "c1"]
+        .iter()
+        .map(|id| {
+            let (metrics, probes) = (alfred_e2e::free_port(), alfred_e2e::free_port());
+            let child = Command::new(format!("{build}/kubectl-alfred"))
+                .args(["caretaker", "--namespace", "ome", "--identity", id])
+                .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
+                .args([
+                    "--health-probe-bind-address",
+                    &format!("127.0.0.1:{probes}"),
+                ])
+                .env("KUBECONFIG", &cluster.kubeconfig)
+                .stdout(Stdio::null())
+                .stderr(
+                    std::fs::File::create(cluster.dir.join(format!("logs/caretaker-{id}.err")))
+                        .unwrap(),
+                )
+                .spawn()
+                .expect("the caretaker starts");
+            Replica(child, metrics, probes)
+        })
+        .collect();
+    for Replica(_, _, probes) in &replicas {
+        alfred_e2e::wait_for(Duration::from_secs(600), "the caretaker's /readyz", || {
+            cluster.probe(*probes, "/readyz").0 == 200
+        });
+    }
+    println!(
+        "caretaker: both replicas ready (caches synced) in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let scrape = |port: u16| cluster.probe(port, "/metrics").1;
+    let value = |text: &str, series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let count = "alfred_decision_loop_duration_seconds_count";
+    let sum = "alfred_decision_loop_duration_seconds_sum";
+    let leader = || {
+        replicas
+            .iter()
+            .map(|Replica(_, m, _)| *m)
+            .max_by_key(|m| value(&scrape(*m), count) as u64)
+            .unwrap()
+    };
+    let mut seen = 0.0;
+    let mut last_sum = 0.0;
+    println!(
+        "{:>4} {:>9} {:>5} {:>5} {:>5} {:>5}",
+        "PASS", "SECONDS", "GET", "LIST", "WATCH", "WRITE"
+    );
+    while (seen as usize) < passes {
+        std::thread::sleep(Duration::from_millis(200));
+        let text = scrape(leader());
+        let n = value(&text, count);
+        if n <= seen {
+            continue;
+        }
+        let total = value(&text, sum);
+        let verb = |v: &str| value(&text, &format!("alfred_pass_api_requests{{verb=\"{v}\"}}"));
+        let writes = verb("patch") + verb("update") + verb("create");
+        println!(
+            "{:>4} {:>9.3} {:>5} {:>5} {:>5} {:>5}",
+            n,
+            (total - last_sum) / (n - seen),
+            verb("get"),
+            verb("list"),
+            verb("watch"),
+            writes
+        );
+        let failures = value(&text, "alfred_passes_total{outcome=\"failure\"}");
+        assert_eq!(failures, 0.0, "a pass failed; see logs/caretaker-*.err");
+        seen = n;
+        last_sum = total;
+    }
+    for Replica(child, _, _) in &replicas {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        println!(
+            "caretaker pid {}: resident {} (peak {})",
+            child.id(),
+            field("VmRSS:"),
+            field("VmHWM:")
+        );
+    }
 }

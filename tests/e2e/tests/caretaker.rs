@@ -1277,6 +1277,38 @@ fn the_chart_installs_a_caretaker_whose_rights_are_enough() {
             .collect::<Vec<_>>()
             .join("\n")
     };
+    // `helm install` itself, with the server's dry run (certificates from a Secret: this API
+    // server has no cert-manager).
+    let install = Command::new(helm())
+        .args([
+            "install",
+            "alfred",
+            chart.to_str().unwrap(),
+            "--namespace",
+            "ome",
+            "--dry-run=server",
+        ])
+        .args([
+            "--set",
+            "caretaker.enabled=true",
+            "--set",
+            "caretaker.migration.apiVersion=v1",
+        ])
+        .args([
+            "--set",
+            "certificates.source=secret",
+            "--set",
+            "certificates.secret.name=tls",
+        ])
+        .args(["--set", "certificates.secret.caBundle=Q0E="])
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        install.status.success(),
+        "helm install --dry-run=server: {}",
+        alfred_e2e::stderr(&install)
+    );
     let all: Vec<&Value> = objects.iter().collect();
     let out = cluster.kubectl_with(&["apply", "--dry-run=server", "-f", "-"], &stream(&all));
     assert!(

@@ -161,7 +161,8 @@ pub async fn run(args: &RecommendArgs, global: &GlobalArgs) -> Result<()> {
             mode: "recommend-only",
         };
         let client = crate::live::client(global).await?;
-        let recorded = crate::record::record(&client, &input.config, &pass, input.now).await?;
+        let recorded =
+            crate::record::record(&client, None, &input.config, &pass, input.now).await?;
         eprintln!("recorded into ConfigMap {}", recorded.at);
     }
     std::mem::forget(input);
