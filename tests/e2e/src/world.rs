@@ -105,8 +105,9 @@ pub fn seed_world(cluster: &Cluster, mut objects: Vec<Value>, isvcs: &[&str]) {
     }
 }
 
-pub fn journal(cluster: &Cluster) -> Value {
-    let text = cluster.ok(&[
+/// The journal's `state.json` as stored (empty when none is).
+pub fn journal_text(cluster: &Cluster) -> String {
+    cluster.ok(&[
         "get",
         "configmap",
         "alfred-dispatch-state",
@@ -114,7 +115,11 @@ pub fn journal(cluster: &Cluster) -> Value {
         "ome",
         "-o",
         "jsonpath={.data.state\\.json}",
-    ]);
+    ])
+}
+
+pub fn journal(cluster: &Cluster) -> Value {
+    let text = journal_text(cluster);
     if text.trim().is_empty() {
         json!({"version": "v1", "entries": []})
     } else {

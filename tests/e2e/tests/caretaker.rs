@@ -444,16 +444,8 @@ fn ten_leader_kills_send_nothing_twice_lose_nothing_and_keep_the_hourly_cap() {
     assert!(capped, "{scrape}");
 }
 
-/// Every series of alfred-reference.md §3.5, as OME names them, and those it lacks.
-const SERIES: [&str; 34] = [
-    "alfred_cluster_fragmentation_score",
-    "alfred_fragmentation_observed",
-    "alfred_fragmentation_reclaimable",
-    "alfred_pending_pressure",
-    "alfred_gpu_capacity",
-    "alfred_pending_pod_count",
-    "alfred_pending_pod_gpu_requirements",
-    "alfred_surge_headroom_gpus",
+/// The series only the leader writes: what its passes decided and did.
+const DECISION_SERIES: [&str; 12] = [
     "alfred_recommendations_produced",
     "alfred_recommendations_accepted",
     "alfred_recommendations_rejected",
@@ -464,17 +456,30 @@ const SERIES: [&str; 34] = [
     "alfred_migration_calls",
     "alfred_migration_outcome",
     "alfred_nodehealth_evacuations",
+    "alfred_passes",
+    "alfred_pass_api_requests",
+];
+
+/// The series every replica writes; with [`DECISION_SERIES`], every series of
+/// alfred-reference.md §3.5 as OME names them, and those it lacks.
+const REPLICA_SERIES: [&str; 22] = [
+    "alfred_cluster_fragmentation_score",
+    "alfred_fragmentation_observed",
+    "alfred_fragmentation_reclaimable",
+    "alfred_pending_pressure",
+    "alfred_gpu_capacity",
+    "alfred_pending_pod_count",
+    "alfred_pending_pod_gpu_requirements",
+    "alfred_surge_headroom_gpus",
     "alfred_observation_loop_duration_seconds",
     "alfred_decision_loop_duration_seconds",
     "alfred_leader_status",
     "alfred_policy_reload",
     "alfred_circuit_breaker_state",
     "alfred_omenative_unavailable",
-    "alfred_passes",
     "alfred_last_successful_pass_timestamp_seconds",
     "alfred_api_requests",
     "alfred_api_request_duration_seconds",
-    "alfred_pass_api_requests",
     "alfred_journal_bytes",
     "alfred_journal_entries",
     "alfred_holds",
@@ -565,6 +570,7 @@ fn a_scrape_of_the_leader_and_a_standby_shows_every_series_with_the_passs_values
         [l, s].iter().all(|r| {
             let scrape = r.scrape(&cluster);
             sample(&scrape, "alfred_caches_synced") == Some(1.0)
+                && sample(&scrape, "alfred_api_requests_total{verb=\"watch\"}") >= Some(15.0)
                 && sample(&scrape, "alfred_gpu_capacity{node=\"n1\",status=\"total\"}").is_some()
         })
     });
@@ -702,15 +708,7 @@ fn a_scrape_of_the_leader_and_a_standby_shows_every_series_with_the_passs_values
         1.0
     );
     // State after the pass.
-    let state = cluster.ok(&[
-        "get",
-        "configmap",
-        "alfred-dispatch-state",
-        "-n",
-        "ome",
-        "-o",
-        "jsonpath={.data.state\\.json}",
-    ]);
+    let state = journal_text(&cluster);
     assert_eq!(value(&lead, "alfred_journal_bytes"), state.len() as f64);
     assert_eq!(value(&lead, "alfred_journal_entries"), 1.0);
     assert_eq!(value(&lead, "alfred_circuit_breaker_state"), 0.0);
@@ -759,8 +757,8 @@ fn a_scrape_of_the_leader_and_a_standby_shows_every_series_with_the_passs_values
             1.0
         );
         assert!(
-            value(scrape, "alfred_api_requests_total{verb=\"watch\"}") >= 15.0,
-            "a watch per kind"
+            value(scrape, "alfred_api_requests_total{verb=\"list\"}") >= 15.0,
+            "a list per kind"
         );
         assert!(value(scrape, "alfred_observation_loop_duration_seconds_count") >= 1.0);
         assert!((value(scrape, "alfred_cluster_fragmentation_score") - highest).abs() < 1e-6);
@@ -862,22 +860,8 @@ fn a_scrape_of_the_leader_and_a_standby_shows_every_series_with_the_passs_values
 
     // Every series is on the leader; a standby has all but the decision series (a family
     // with no series is not written, as in every Prometheus client).
-    let decision_only = [
-        "alfred_recommendations_produced",
-        "alfred_recommendations_accepted",
-        "alfred_recommendations_rejected",
-        "alfred_lws_recommendations",
-        "alfred_nodehealth_signals",
-        "alfred_nodemaintenance_signals",
-        "alfred_cooldown_overrides",
-        "alfred_migration_calls",
-        "alfred_migration_outcome",
-        "alfred_nodehealth_evacuations",
-        "alfred_passes",
-        "alfred_pass_api_requests",
-    ];
     let (lead, stand) = (l.scrape(&cluster), s.scrape(&cluster));
-    for name in SERIES {
+    for name in REPLICA_SERIES.iter().chain(&DECISION_SERIES) {
         assert!(
             lead.contains(&format!("# TYPE {name} ")),
             "no {name}:\n{lead}"
@@ -885,7 +869,7 @@ fn a_scrape_of_the_leader_and_a_standby_shows_every_series_with_the_passs_values
         let on_standby = stand.contains(&format!("# TYPE {name} "));
         assert_eq!(
             on_standby,
-            !decision_only.contains(&name),
+            !DECISION_SERIES.contains(name),
             "{name}:\n{stand}"
         );
     }
@@ -1265,20 +1249,9 @@ fn the_chart_installs_a_caretaker_whose_rights_are_enough() {
     // On a real API server: every object passes a server-side dry run; the caretaker, run
     // with the chart's ServiceAccount and nothing else, leads, passes and sends.
     let cluster = Cluster::up("caretaker-chart");
-    seed_world(
-        &cluster,
-        vec![node("n1", true), node("n2", false), pod("b", "n1", 2)],
-        &["b"],
-    );
-    let stream = |objects: &[&Value]| {
-        objects
-            .iter()
-            .map(|o| o.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    // `helm install` itself, with the server's dry run (certificates from a Secret: this API
-    // server has no cert-manager).
+    cluster.ok(&["create", "namespace", "ome"]);
+    // `helm install` itself, with the server's dry run, into an empty namespace (Helm adopts
+    // no ConfigMap it did not create; certificates from a Secret: no cert-manager here).
     let install = Command::new(helm())
         .args([
             "install",
@@ -1309,6 +1282,18 @@ fn the_chart_installs_a_caretaker_whose_rights_are_enough() {
         "helm install --dry-run=server: {}",
         alfred_e2e::stderr(&install)
     );
+    seed_world(
+        &cluster,
+        vec![node("n1", true), node("n2", false), pod("b", "n1", 2)],
+        &["b"],
+    );
+    let stream = |objects: &[&Value]| {
+        objects
+            .iter()
+            .map(|o| o.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     let all: Vec<&Value> = objects.iter().collect();
     let out = cluster.kubectl_with(&["apply", "--dry-run=server", "-f", "-"], &stream(&all));
     assert!(
