@@ -22,7 +22,7 @@ use crate::api::{
     BaseModel, ClusterBaseModel, ClusterServingRuntime, ComponentSpec, InferenceReplica,
     InferenceService, ServingRuntime,
 };
-pub use objects::Object;
+pub use objects::{Change, Object, Source};
 
 /// The ConfigMaps the product reads or owns; other ConfigMaps are skipped.
 pub const CONFIG_MAP_NAMES: [&str; 4] = [

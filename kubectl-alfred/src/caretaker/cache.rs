@@ -1,15 +1,17 @@
 //! Warm caches of every kind a pass reads: one list, then a watch, per kind (kube's watcher:
 //! paged lists, bookmarks, a re-list after `410 Gone`, backoff), each object read through the
-//! snapshot loader as it arrives. A pass then takes its snapshot from memory, so its cost does
-//! not grow with the number of passes, and a standby that becomes leader passes at once.
+//! snapshot loader as it arrives. The caches are one snapshot, changed in place when a pass
+//! asks for it (copied only when a pass still holds the one before and the cluster changed),
+//! so a pass costs the same however many came before, a standby that becomes leader passes at
+//! once, and a replica holds the cluster once.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use alfred::execute::guard::GuardRead;
-use alfred::snapshot::{Object, Snapshot, SnapshotError, SnapshotInfo};
+use alfred::snapshot::{Object, Snapshot, SnapshotError, SnapshotInfo, Source};
 use futures::StreamExt as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
@@ -110,9 +112,13 @@ fn resource(kind: &Kind) -> ApiResource {
 
 type Key = (String, String);
 
+/// Changes not yet applied to the snapshot, the last one per key.
+type Pending = BTreeMap<(Source, String, String), Option<Object>>;
+
 /// One watched list: a kind, maybe narrowed to a namespace and a name.
 struct Watched {
     kind: &'static Kind,
+    source: Source,
     namespace: Option<String>,
     name: Option<&'static str>,
     state: Mutex<WatchState>,
@@ -120,10 +126,11 @@ struct Watched {
 
 #[derive(Default)]
 struct WatchState {
-    objects: BTreeMap<Key, Object>,
+    /// The keys of the objects it holds in the snapshot.
+    keys: BTreeSet<Key>,
     /// Objects the loader refuses (a pass cannot run on a cluster it cannot read).
     refused: BTreeMap<Key, SnapshotError>,
-    /// What a re-list has found so far; it replaces `objects` when complete.
+    /// What a re-list has found so far; it replaces what the list held when complete.
     relist: Option<(BTreeMap<Key, Object>, BTreeMap<Key, SnapshotError>)>,
     /// A complete list has been read at least once.
     synced: bool,
@@ -150,12 +157,14 @@ impl Watched {
 /// Every kind a pass reads, kept current by watches.
 pub struct Caches {
     watched: Vec<Arc<Watched>>,
-    /// Bumped on every change; a pass's snapshot is rebuilt only when it moved.
+    /// Bumped on every change, for those who wait on one.
     generation: AtomicU64,
     changed: tokio::sync::watch::Sender<u64>,
-    /// The last snapshot made, while a pass or an observation still holds it (weakly: an
-    /// idle replica keeps one copy of the cluster, the caches').
-    built: Mutex<Option<(u64, Weak<Snapshot>)>>,
+    /// The cluster as of the last `snapshot()`, and what changed since.
+    current: Mutex<Arc<Snapshot>>,
+    pending: Mutex<Pending>,
+    /// Set when what the snapshot says about itself (PodGroups, the guard) changed.
+    stale_info: std::sync::atomic::AtomicBool,
     pod_groups: Mutex<Option<Vec<String>>>,
     /// The migration guard as last read (two GETs a pass: the objects are tiny).
     guard: Mutex<GuardRead>,
@@ -189,7 +198,9 @@ impl Caches {
             watched: watched.into_iter().map(Arc::new).collect(),
             generation: AtomicU64::new(0),
             changed,
-            built: Mutex::new(None),
+            current: Mutex::new(Arc::new(Snapshot::default())),
+            pending: Mutex::new(Pending::new()),
+            stale_info: std::sync::atomic::AtomicBool::new(true),
             pod_groups: Mutex::new(None),
             guard: Mutex::new(GuardRead::default()),
             client: client.clone(),
@@ -227,29 +238,27 @@ impl Caches {
         if let Some(waiting) = self.unsynced() {
             return Err(CacheError::NotSynced(waiting));
         }
-        let generation = self.generation.load(Ordering::Acquire);
-        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((g, held)) = built.as_ref()
-            && *g == generation
-            && let Some(snapshot) = held.upgrade()
-        {
-            return Ok(snapshot);
-        }
-        let mut snapshot = Snapshot::default();
-        let mut unserved = Vec::new();
         for w in &self.watched {
-            let s = w.state();
-            if let Some(e) = s.refused.values().next() {
+            if let Some(e) = w.state().refused.values().next() {
                 return Err(CacheError::Refused(format!("{}: {e}", w.kind.what)));
             }
-            if s.unserved {
-                unserved.push(w.kind.what.to_string());
-            }
-            for object in s.objects.values() {
-                snapshot.push(object.clone());
-            }
         }
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let changes = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        let restamp = self.stale_info.swap(false, Ordering::AcqRel);
+        if changes.is_empty() && !restamp {
+            return Ok(Arc::clone(&current));
+        }
+        // In place, unless a pass still holds the snapshot before.
+        let snapshot = Arc::make_mut(&mut current);
+        snapshot.apply(changes.into_iter().collect());
         snapshot.migration_guard = self.guard.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let unserved = self
+            .watched
+            .iter()
+            .filter(|w| w.state().unserved)
+            .map(|w| w.kind.what.to_string())
+            .collect();
         snapshot.info = Some(SnapshotInfo {
             captured_at: Timestamp::now(),
             source: None,
@@ -260,19 +269,13 @@ impl Caches {
                 .clone(),
             unserved,
         });
-        let snapshot = Arc::new(snapshot);
-        *built = Some((generation, Arc::downgrade(&snapshot)));
-        Ok(snapshot)
+        Ok(Arc::clone(&current))
     }
 
     /// A ConfigMap the caches hold, by name (Alfred's own are watched in its namespace only).
     pub fn config_map(&self, name: &str) -> Option<k8s_openapi::api::core::v1::ConfigMap> {
-        let w = self.watched.iter().find(|w| w.name == Some(name))?;
-        let s = w.state();
-        s.objects.values().find_map(|o| match o {
-            Object::ConfigMap(m) => Some(m.clone()),
-            _ => None,
-        })
+        let snapshot = self.snapshot().ok()?;
+        snapshot.config_map(name).cloned()
     }
 
     /// Keeps the guard as just read; a change makes the next snapshot anew.
@@ -281,6 +284,7 @@ impl Caches {
         if *guard != read {
             *guard = read;
             drop(guard);
+            self.stale_info.store(true, Ordering::Release);
             self.bump();
         }
     }
@@ -303,10 +307,12 @@ impl Caches {
         }
         let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
         while let Some(event) = events.next().await {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             let changed = match event {
-                Ok(event) => w.apply(event, &resource),
-                Err(e) => w.failed(&e),
+                Ok(event) => w.apply(event, &resource, &mut pending),
+                Err(e) => w.failed(&e, &mut pending),
             };
+            drop(pending);
             if changed {
                 self.bump();
             }
@@ -326,6 +332,7 @@ impl Caches {
                 changed
             };
             if changed {
+                self.stale_info.store(true, Ordering::Release);
                 self.bump();
             }
             tokio::time::sleep(std::time::Duration::from_secs(60)).await;
@@ -337,15 +344,21 @@ impl Watched {
     fn new(kind: &'static Kind, namespace: Option<String>, name: Option<&'static str>) -> Watched {
         Watched {
             kind,
+            source: source_of(kind),
             namespace,
             name,
             state: Mutex::new(WatchState::default()),
         }
     }
 
-    /// Applies one event; true when what a pass reads changed.
-    fn apply(&self, event: Event<Raw>, resource: &ApiResource) -> bool {
-        let mut s = self.state();
+    fn change(&self, pending: &mut Pending, key: &Key, object: Option<Object>) {
+        pending.insert((self.source, key.0.clone(), key.1.clone()), object);
+    }
+
+    /// Applies one event to `pending`; true when what a pass reads changed.
+    fn apply(&self, event: Event<Raw>, resource: &ApiResource, pending: &mut Pending) -> bool {
+        let mut guard = self.state();
+        let s = &mut *guard;
         s.failing = None;
         let read =
             |raw: &Raw| Snapshot::read_item(&resource.api_version, &resource.kind, raw.json.get());
@@ -375,7 +388,13 @@ impl Watched {
             }
             Event::InitDone => {
                 let (objects, refused) = s.relist.take().unwrap_or_default();
-                s.objects = objects;
+                for gone in s.keys.iter().filter(|k| !objects.contains_key(*k)) {
+                    self.change(pending, gone, None);
+                }
+                s.keys = objects.keys().cloned().collect();
+                for (key, object) in objects {
+                    self.change(pending, &key, Some(object));
+                }
                 s.refused = refused;
                 s.synced = true;
                 s.unserved = false;
@@ -383,33 +402,36 @@ impl Watched {
             }
             Event::Apply(raw) => {
                 let key = key(&raw);
-                match read(&raw) {
-                    Ok(Some(object)) => {
+                let object = match read(&raw) {
+                    Ok(object) => {
                         s.refused.remove(&key);
-                        s.objects.insert(key, object);
-                    }
-                    Ok(None) => {
-                        s.refused.remove(&key);
-                        s.objects.remove(&key);
+                        object
                     }
                     Err(e) => {
-                        s.objects.remove(&key);
-                        s.refused.insert(key, e);
+                        s.refused.insert(key.clone(), e);
+                        None
                     }
-                }
+                };
+                match object.is_some() {
+                    true => s.keys.insert(key.clone()),
+                    false => s.keys.remove(&key),
+                };
+                self.change(pending, &key, object);
                 true
             }
             Event::Delete(raw) => {
                 let key = key(&raw);
                 s.refused.remove(&key);
-                s.objects.remove(&key).is_some()
+                let held = s.keys.remove(&key);
+                self.change(pending, &key, None);
+                held
             }
         }
     }
 
     /// Notes a failed list or watch (the watcher retries with backoff); an optional kind the
     /// cluster does not serve counts as listed, and empty.
-    fn failed(&self, e: &watcher::Error) -> bool {
+    fn failed(&self, e: &watcher::Error, pending: &mut Pending) -> bool {
         let mut s = self.state();
         let not_found = matches!(
             e,
@@ -418,7 +440,9 @@ impl Watched {
         if not_found && !self.kind.required {
             let changed = !s.unserved;
             s.unserved = true;
-            s.objects.clear();
+            for key in std::mem::take(&mut s.keys) {
+                self.change(pending, &key, None);
+            }
             s.refused.clear();
             s.failing = None;
             return changed;
@@ -431,6 +455,25 @@ impl Watched {
             false => e.to_string(),
         });
         false
+    }
+}
+
+/// Where a kind's objects go in a snapshot.
+fn source_of(kind: &Kind) -> Source {
+    match kind.name {
+        "Node" => Source::Nodes,
+        "Pod" => Source::Pods,
+        "InferenceService" => Source::InferenceServices,
+        "ServingRuntime" => Source::ServingRuntimes,
+        "ClusterServingRuntime" => Source::ClusterServingRuntimes,
+        "InferenceReplica" => Source::InferenceReplicas,
+        "BaseModel" => Source::BaseModels,
+        "ClusterBaseModel" => Source::ClusterBaseModels,
+        "PersistentVolumeClaim" => Source::PersistentVolumeClaims,
+        "PersistentVolume" => Source::PersistentVolumes,
+        "ConfigMap" => Source::ConfigMaps,
+        "ControllerRevision" => Source::ControllerRevisions,
+        other => unreachable!("no snapshot list for {other}"),
     }
 }
 
@@ -458,7 +501,8 @@ mod tests {
         );
     }
 
-    /// A re-list replaces the cache whole: an object that was not listed again is gone.
+    /// A re-list replaces what the list held: an object not listed again is gone from the
+    /// snapshot the changes make.
     #[test]
     fn a_relist_replaces_what_was_held() {
         let w = Watched::new(&live::KINDS[0], None, None);
@@ -469,24 +513,41 @@ mod tests {
             ))
             .unwrap()
         };
-        for e in [
+        let mut snapshot = Snapshot::default();
+        let mut step = |events: Vec<Event<Raw>>| {
+            let mut pending = Pending::new();
+            let changed: Vec<bool> = events
+                .into_iter()
+                .map(|e| w.apply(e, &r, &mut pending))
+                .collect();
+            snapshot.apply(pending.into_iter().collect());
+            let names: Vec<String> = snapshot
+                .nodes
+                .iter()
+                .map(|n| n.metadata.name.clone())
+                .collect();
+            (changed, names)
+        };
+        let (changed, names) = step(vec![
             Event::Init,
-            Event::InitApply(node("a")),
             Event::InitApply(node("b")),
-        ] {
-            assert!(
-                !w.apply(e, &r),
-                "nothing changes before the list is complete"
-            );
-        }
-        assert!(w.apply(Event::InitDone, &r));
-        assert_eq!(w.state().objects.len(), 2);
-        w.apply(Event::Init, &r);
-        w.apply(Event::InitApply(node("b")), &r);
-        w.apply(Event::InitDone, &r);
-        let names: Vec<String> = w.state().objects.keys().map(|k| k.1.clone()).collect();
+            Event::InitApply(node("a")),
+            Event::InitDone,
+        ]);
+        assert_eq!(
+            changed,
+            [false, false, false, true],
+            "nothing changes before the list is complete"
+        );
+        assert_eq!(names, ["a", "b"], "in the API server's order");
+        let (_, names) = step(vec![
+            Event::Init,
+            Event::InitApply(node("b")),
+            Event::InitDone,
+        ]);
         assert_eq!(names, ["b"]);
-        assert!(w.apply(Event::Delete(node("b")), &r));
-        assert!(w.state().objects.is_empty());
+        let (changed, names) = step(vec![Event::Apply(node("c")), Event::Delete(node("b"))]);
+        assert_eq!(changed, [true, true]);
+        assert_eq!(names, ["c"]);
     }
 }

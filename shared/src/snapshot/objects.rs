@@ -129,6 +129,137 @@ impl Snapshot {
     }
 }
 
+/// A list a cache watches, which decides where its objects go in a snapshot (an
+/// InferenceService or InferenceReplica that cannot be read goes among the unreadable).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    Nodes,
+    Pods,
+    InferenceServices,
+    ServingRuntimes,
+    ClusterServingRuntimes,
+    InferenceReplicas,
+    BaseModels,
+    ClusterBaseModels,
+    PersistentVolumeClaims,
+    PersistentVolumes,
+    ConfigMaps,
+    ControllerRevisions,
+}
+
+/// One change to a snapshot: the object now under this key of its source, or None when it is
+/// gone.
+pub type Change = ((Source, String, String), Option<Object>);
+
+fn node_key(o: &Node) -> (&str, &str) {
+    ("", o.metadata.name.as_str())
+}
+
+fn pod_key(o: &Pod) -> (&str, &str) {
+    (o.metadata.namespace.as_str(), o.metadata.name.as_str())
+}
+
+fn revision_key(o: &ControllerRevision) -> (&str, &str) {
+    (o.metadata.namespace.as_str(), o.metadata.name.as_str())
+}
+
+fn unreadable_key(o: &UnreadableObject) -> (&str, &str) {
+    (o.namespace.as_str(), o.name.as_str())
+}
+
+/// `(namespace, name)` of a kube-typed object.
+fn kube_key<K: kube::Resource>(o: &K) -> (&str, &str) {
+    let m = o.meta();
+    (
+        m.namespace.as_deref().unwrap_or_default(),
+        m.name.as_deref().unwrap_or_default(),
+    )
+}
+
+impl Snapshot {
+    /// Applies changes in place: each key's object replaced, added or removed, every list
+    /// kept in (namespace, name) order as the API server lists it. What a cache of the cluster
+    /// does between passes, instead of building a new snapshot.
+    pub fn apply(&mut self, changes: Vec<Change>) {
+        use std::collections::BTreeSet;
+        let touched: BTreeSet<(Source, &str, &str)> = changes
+            .iter()
+            .map(|((source, ns, name), _)| (*source, ns.as_str(), name.as_str()))
+            .collect();
+        let gone = |source: Source, key: (&str, &str)| touched.contains(&(source, key.0, key.1));
+        macro_rules! drop_touched {
+            ($field:ident, $source:expr, $key:expr) => {
+                if touched.iter().any(|t| t.0 == $source) {
+                    self.$field.retain(|o| !gone($source, $key(o)));
+                }
+            };
+        }
+        drop_touched!(nodes, Source::Nodes, node_key);
+        drop_touched!(pods, Source::Pods, pod_key);
+        drop_touched!(inference_services, Source::InferenceServices, kube_key);
+        drop_touched!(serving_runtimes, Source::ServingRuntimes, kube_key);
+        drop_touched!(
+            cluster_serving_runtimes,
+            Source::ClusterServingRuntimes,
+            kube_key
+        );
+        drop_touched!(inference_replicas, Source::InferenceReplicas, kube_key);
+        drop_touched!(base_models, Source::BaseModels, kube_key);
+        drop_touched!(cluster_base_models, Source::ClusterBaseModels, kube_key);
+        drop_touched!(
+            persistent_volume_claims,
+            Source::PersistentVolumeClaims,
+            kube_key
+        );
+        drop_touched!(persistent_volumes, Source::PersistentVolumes, kube_key);
+        drop_touched!(config_maps, Source::ConfigMaps, kube_key);
+        drop_touched!(
+            controller_revisions,
+            Source::ControllerRevisions,
+            revision_key
+        );
+        self.unreadable.retain(|u| {
+            let source = match u.kind {
+                super::UnreadableKind::InferenceService => Source::InferenceServices,
+                super::UnreadableKind::InferenceReplica => Source::InferenceReplicas,
+            };
+            !gone(source, (u.namespace.as_str(), u.name.as_str()))
+        });
+        drop(touched);
+        let added = changes.into_iter().filter_map(|(_, o)| o);
+        let mut any = false;
+        for object in added {
+            self.push(object);
+            any = true;
+        }
+        if any {
+            self.sort_by_key();
+        }
+    }
+
+    /// Every list in (namespace, name) order.
+    fn sort_by_key(&mut self) {
+        fn by<T>(list: &mut [T], key: impl Fn(&T) -> (&str, &str)) {
+            if !list.is_sorted_by(|a, b| key(a) <= key(b)) {
+                list.sort_by(|a, b| key(a).cmp(&key(b)));
+            }
+        }
+        by(&mut self.nodes, node_key);
+        by(&mut self.pods, pod_key);
+        by(&mut self.inference_services, kube_key);
+        by(&mut self.serving_runtimes, kube_key);
+        by(&mut self.cluster_serving_runtimes, kube_key);
+        by(&mut self.inference_replicas, kube_key);
+        by(&mut self.base_models, kube_key);
+        by(&mut self.cluster_base_models, kube_key);
+        by(&mut self.persistent_volume_claims, kube_key);
+        by(&mut self.persistent_volumes, kube_key);
+        by(&mut self.config_maps, kube_key);
+        by(&mut self.controller_revisions, revision_key);
+        by(&mut self.unreadable, unreadable_key);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +323,76 @@ mod tests {
         let bad = r#"{"metadata":{"name":"p","namespace":"ns"},"spec":{"containers":"x"}}"#;
         let e = Snapshot::read_item("v1", "Pod", bad).unwrap_err();
         assert_eq!(e.object.as_deref(), Some("Pod ns/p"));
+    }
+
+    /// Changes applied in place give the snapshot a fresh read would: the demo with a pod
+    /// replaced, one removed, one added and an InferenceService turned unreadable.
+    #[test]
+    fn changes_applied_in_place_read_as_a_fresh_snapshot() {
+        let text = include_str!("../../../manifests/examples/demo-cluster.yaml");
+        let before = Snapshot::parse(text).unwrap();
+        let mut sorted = Snapshot::default();
+        for o in before.clone().into_objects() {
+            sorted.push(o);
+        }
+        sorted.sort_by_key();
+        let pod = |name: &str| {
+            let p = sorted
+                .pods
+                .iter()
+                .find(|p| p.metadata.name == name)
+                .unwrap();
+            p.clone()
+        };
+        let first = sorted.pods[0].clone();
+        let second = sorted.pods[1].clone();
+        let mut moved = first.clone();
+        moved.spec.node_name = "somewhere-else".into();
+        let mut added = pod(&second.metadata.name);
+        added.metadata.name = "zz-new".into();
+        let isvc = sorted.inference_services[0].clone();
+        let (ns, name) = kube_key(&isvc);
+        let (ns, name) = (ns.to_string(), name.to_string());
+        let broken = format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"{ns}"}},"spec":{{"engine":{{"minReplicas":"x"}}}}}}"#
+        );
+        let unreadable = Snapshot::read_item("ome.io/v1beta1", "InferenceService", &broken)
+            .unwrap()
+            .unwrap();
+        assert!(matches!(unreadable, Object::Unreadable(_)));
+        let key = |p: &Pod| {
+            (
+                Source::Pods,
+                p.metadata.namespace.clone(),
+                p.metadata.name.clone(),
+            )
+        };
+        let mut applied = sorted.clone();
+        applied.apply(vec![
+            (key(&first), Some(Object::Pod(moved.clone()))),
+            (key(&second), None),
+            (key(&added), Some(Object::Pod(added.clone()))),
+            (
+                (Source::InferenceServices, ns.clone(), name.clone()),
+                Some(unreadable.clone()),
+            ),
+        ]);
+        let mut fresh = Snapshot::default();
+        for o in sorted.into_objects() {
+            match o {
+                Object::Pod(p) if p.metadata.name == first.metadata.name => {
+                    fresh.push(Object::Pod(moved.clone()))
+                }
+                Object::Pod(p) if p.metadata.name == second.metadata.name => {}
+                Object::InferenceService(i) if kube_key(&*i) == (ns.as_str(), name.as_str()) => {
+                    fresh.push(unreadable.clone())
+                }
+                o => fresh.push(o),
+            }
+        }
+        fresh.push(Object::Pod(added));
+        fresh.sort_by_key();
+        assert_eq!(applied.to_list(), fresh.to_list());
+        assert_eq!(applied.unreadable.len(), 1);
     }
 }
