@@ -272,10 +272,33 @@ impl Caches {
         Ok(Arc::clone(&current))
     }
 
-    /// A ConfigMap the caches hold, by name (Alfred's own are watched in its namespace only).
+    /// One of Alfred's ConfigMaps as the caches hold it now, without merging the other
+    /// changes into the snapshot (the reload looks after every change, and a merge while a
+    /// pass holds the snapshot would copy it).
     pub fn config_map(&self, name: &str) -> Option<k8s_openapi::api::core::v1::ConfigMap> {
-        let snapshot = self.snapshot().ok()?;
-        snapshot.config_map(name).cloned()
+        let w = self.watched.iter().find(|w| w.name == Some(name))?;
+        let namespace = w.namespace.clone().unwrap_or_default();
+        let key = (Source::ConfigMaps, namespace.clone(), name.to_string());
+        if let Some(change) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return match change {
+                Some(Object::ConfigMap(map)) => Some(map.clone()),
+                _ => None,
+            };
+        }
+        let current = Arc::clone(&self.current.lock().unwrap_or_else(|e| e.into_inner()));
+        current
+            .config_maps
+            .iter()
+            .find(|m| {
+                m.metadata.name.as_deref() == Some(name)
+                    && m.metadata.namespace.as_deref() == Some(namespace.as_str())
+            })
+            .cloned()
     }
 
     /// Keeps the guard as just read; a change makes the next snapshot anew.
