@@ -637,17 +637,6 @@ impl Metrics {
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
     }
-
-    /// Requests so far by verb (what a pass's count is taken from).
-    pub fn api_requests_so_far(&self) -> Vec<(&'static str, u64)> {
-        VERBS
-            .iter()
-            .map(|v| {
-                let labels = Verb { verb: (*v).into() };
-                (*v, self.api_requests.get(&labels).map_or(0, |c| c.get()))
-            })
-            .collect()
-    }
 }
 
 /// The verbs requests are counted under.

@@ -320,7 +320,6 @@ async fn timed_pass(
 ) -> (Result<()>, Duration) {
     let started = std::time::Instant::now();
     let metrics = &shared.metrics;
-    let before = metrics.api_requests_so_far();
     let store = ClusterStore::cached(client, Arc::clone(&shared.caches), &args.namespace, fence);
     let mut store = PassStore::Cluster(store);
     let migrate_args = MigrateArgs {
@@ -333,6 +332,9 @@ async fn timed_pass(
         structured => migrate::Shown::Full(structured),
     };
     let pass = migrate::pass_on(&mut store, config, &migrate_args, shown, recorder);
+    // The pass's own requests, not those the watches make meanwhile.
+    let counted = Arc::new(serve::PassRequests::default());
+    let pass = serve::PASS_REQUESTS.scope(Arc::clone(&counted), pass);
     let outcome = tokio::time::timeout(PASS_DEADLINE.unsigned_abs(), pass)
         .await
         .unwrap_or_else(|_| {
@@ -341,12 +343,15 @@ async fn timed_pass(
                 PASS_DEADLINE.as_secs()
             ))
         });
-    for ((verb, after), (_, before)) in metrics.api_requests_so_far().into_iter().zip(before) {
-        let labels = metrics::Verb { verb: verb.into() };
+    for (verb, count) in metrics::VERBS.iter().zip(&counted.0) {
+        let labels = metrics::Verb {
+            verb: (*verb).into(),
+        };
+        let count = count.load(std::sync::atomic::Ordering::Relaxed);
         metrics
             .pass_api_requests
             .get_or_create(&labels)
-            .set((after - before) as i64);
+            .set(count as i64);
     }
     let label = |outcome: &str| metrics::OutcomeLabel {
         outcome: outcome.into(),

@@ -60,6 +60,15 @@ fn answer(problem: Option<String>) -> impl IntoResponse {
     }
 }
 
+/// The requests of one pass, by verb in [`metrics::VERBS`] order.
+#[derive(Default)]
+pub struct PassRequests(pub [std::sync::atomic::AtomicU64; metrics::VERBS.len()]);
+
+tokio::task_local! {
+    /// Set around a pass: the requests made from its task count there too.
+    pub static PASS_REQUESTS: Arc<PassRequests>;
+}
+
 /// A layer on the Kubernetes client that counts every request by verb and times its answer.
 #[derive(Clone)]
 pub struct CountRequests(pub Arc<Metrics>);
@@ -96,10 +105,18 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let verb = metrics::verb_of(request.method(), request.uri().query());
+
         let metrics = Arc::clone(&self.metrics);
         let started = Instant::now();
         let answer = self.inner.call(request);
+        // Polled by the caller's task (the client's buffer hands the future back), so a pass
+        // counts its own requests here.
         Box::pin(async move {
+            let _ = PASS_REQUESTS.try_with(|pass| {
+                if let Some(i) = metrics::VERBS.iter().position(|v| *v == verb) {
+                    pass.0[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
             let answered = answer.await;
             metrics.api_request(verb, started.elapsed());
             answered

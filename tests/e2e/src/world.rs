@@ -105,8 +105,9 @@ pub fn seed_world(cluster: &Cluster, mut objects: Vec<Value>, isvcs: &[&str]) {
     }
 }
 
-/// The journal's `state.json` as stored (empty when none is).
-pub fn journal_text(cluster: &Cluster) -> String {
+/// A key of the journal ConfigMap as stored (empty when it holds none).
+pub fn journal_key(cluster: &Cluster, key: &str) -> String {
+    let path = format!("jsonpath={{.data.{}}}", key.replace('.', "\\."));
     cluster.ok(&[
         "get",
         "configmap",
@@ -114,8 +115,13 @@ pub fn journal_text(cluster: &Cluster) -> String {
         "-n",
         "ome",
         "-o",
-        "jsonpath={.data.state\\.json}",
+        &path,
     ])
+}
+
+/// The journal's `state.json` as stored (empty when none is).
+pub fn journal_text(cluster: &Cluster) -> String {
+    journal_key(cluster, "state.json")
 }
 
 pub fn journal(cluster: &Cluster) -> Value {

@@ -1005,15 +1005,7 @@ fn the_breaker_stays_open_across_leaders() {
             seen_count(seen) >= 4
         });
         wait_for(Duration::from_secs(20), "the breaker to open", || {
-            let breaker = cluster.ok(&[
-                "get",
-                "configmap",
-                "alfred-dispatch-state",
-                "-n",
-                "ome",
-                "-o",
-                "jsonpath={.data.breaker\\.json}",
-            ]);
+            let breaker = journal_key(cluster, "breaker.json");
             breaker.contains("openUntil")
         });
         // Two new leaders in a row rebuild it from the journal, and send nothing.
