@@ -73,6 +73,13 @@ pub async fn record(
             .await
         {
             Ok(_) => {
+                if updated.rows_omitted > 0 {
+                    eprintln!(
+                        "note: {namespace}/{name} holds {} of the pass's {} rows: a ConfigMap holds at most 1 MiB (requests, node health and verdicts are kept first; -o json shows every row)",
+                        pass.rows.len() - updated.rows_omitted,
+                        pass.rows.len()
+                    );
+                }
                 // Once per episode: the stamps that made these events are now stored.
                 crate::events::record_nodes(client, &updated.events).await;
                 return Ok(Recorded {

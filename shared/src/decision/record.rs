@@ -7,19 +7,31 @@ use std::collections::BTreeMap;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::Row;
 use super::nodehealth::NodeRecord;
+use super::{PolicyName, Row, RowOutcome};
 use crate::model::health::HealthState;
 use crate::reasons::EventReason;
 
 pub const LAST_CYCLE_KEY: &str = "last-cycle.json";
 
+/// The most a ConfigMap's data may hold, keys and values together, as the API server
+/// validates it.
+pub const CONFIG_MAP_MAX_BYTES: usize = 1024 * 1024;
+
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct LastCycle<'a> {
     timestamp: String,
     mode: &'a str,
     /// `null` when there are none, as the reference writes it.
     recommendations: Option<Vec<&'a Row>>,
+    /// Rows left out so that the ConfigMap stays within its limit; absent when none were.
+    #[serde(skip_serializing_if = "is_zero")]
+    rows_omitted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn is_node_key(key: &str) -> bool {
@@ -30,6 +42,9 @@ fn is_node_key(key: &str) -> bool {
 pub struct Updated {
     pub data: BTreeMap<String, String>,
     pub events: Vec<NodeEvent>,
+    /// Rows left out of `last-cycle.json` to keep the ConfigMap within
+    /// [`CONFIG_MAP_MAX_BYTES`] (a first pass over 10,000 nodes has 10 MB of them).
+    pub rows_omitted: usize,
 }
 
 /// An event on a Node (alfred-reference.md §3.4), recorded once per episode: when the stamp
@@ -52,15 +67,6 @@ pub fn updated_data(
     now: Timestamp,
 ) -> Updated {
     let mut data = existing.clone();
-    let doc = LastCycle {
-        timestamp: now.to_string(),
-        mode,
-        recommendations: (!rows.is_empty()).then(|| rows.iter().collect()),
-    };
-    data.insert(
-        LAST_CYCLE_KEY.into(),
-        serde_json::to_string(&doc).expect("rows serialize"),
-    );
     // A record no longer observed goes, unless it was written from a newer observation.
     data.retain(|key, value| {
         if !is_node_key(key) || nodes.contains_key(key) {
@@ -83,7 +89,69 @@ pub fn updated_data(
             serde_json::to_string(&record).expect("records serialize"),
         );
     }
-    Updated { data, events }
+    // The rows get what the other keys leave of the ConfigMap.
+    let others: usize = data
+        .iter()
+        .filter(|(key, _)| *key != LAST_CYCLE_KEY)
+        .map(|(key, value)| key.len() + value.len())
+        .sum();
+    let room = CONFIG_MAP_MAX_BYTES.saturating_sub(others + LAST_CYCLE_KEY.len());
+    let (text, rows_omitted) = last_cycle(rows, mode, now, room);
+    data.insert(LAST_CYCLE_KEY.into(), text);
+    Updated {
+        data,
+        events,
+        rows_omitted,
+    }
+}
+
+/// The `last-cycle.json` text within `room` bytes, and how many rows it leaves out: when all
+/// do not fit, the most telling rows that do (requests, then node health, then the arbiter's
+/// verdicts, then advice; each in the pass's order), shown in the pass's order.
+fn last_cycle(rows: &[Row], mode: &str, now: Timestamp, room: usize) -> (String, usize) {
+    let text = |kept: Vec<&Row>, rows_omitted| {
+        let doc = LastCycle {
+            timestamp: now.to_string(),
+            mode,
+            recommendations: (!kept.is_empty()).then_some(kept),
+            rows_omitted,
+        };
+        serde_json::to_string(&doc).expect("rows serialize")
+    };
+    let whole = text(rows.iter().collect(), 0);
+    if whole.len() <= room {
+        return (whole, 0);
+    }
+    // Each row costs its text and a comma; the rest is the envelope at its widest (`null`
+    // stands in for the brackets).
+    let envelope = text(Vec::new(), rows.len()).len();
+    let size = |row: &Row| serde_json::to_string(row).expect("rows serialize").len() + 1;
+    let rank = |row: &Row| {
+        (
+            row.dispatch_status.is_none(),
+            row.policy != PolicyName::Nodehealth,
+            row.outcome == RowOutcome::Advisory,
+        )
+    };
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&i| rank(&rows[i]));
+    let mut keep = vec![false; rows.len()];
+    let mut used = envelope;
+    for i in order {
+        used += size(&rows[i]);
+        if used > room {
+            break;
+        }
+        keep[i] = true;
+    }
+    let kept: Vec<&Row> = rows
+        .iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|(r, _)| r)
+        .collect();
+    let omitted = rows.len() - kept.len();
+    (text(kept, omitted), omitted)
 }
 
 /// The events for stamps this record sets that the previous record of the node lacked.
@@ -162,4 +230,70 @@ pub fn carry_episode(mut new: NodeRecord, old: Option<&NodeRecord>) -> NodeRecor
         };
     }
     new
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn row(i: usize, policy: &str, outcome: &str, dispatch: bool) -> Row {
+        let mut row = json!({
+            "workload": format!("team/model-{i}"), "component": "engine", "instance": 0,
+            "policy": policy, "reason": "Fragmentation", "outcome": outcome,
+            "fromNode": format!("gpu-node-{i:05}"), "score": 0.5,
+        });
+        if outcome == "advisory" {
+            row["advisoryReason"] = json!("NonExecutableObservedFragmentation");
+        }
+        if dispatch {
+            row["dispatchStatus"] = json!(outcome);
+            row["requestUUID"] = json!("6f1c2a8e-4d3b-4c6a-9e2f-0b1d2c3e4f50");
+        }
+        serde_json::from_value(row).unwrap()
+    }
+
+    #[test]
+    fn a_pass_too_large_for_a_config_map_keeps_its_requests_and_says_how_many_rows_it_left_out() {
+        let now: Timestamp = "2026-12-07T10:00:00Z".parse().unwrap();
+        // 8,000 advisory rows (about 2 MB) with a request and a node-health row among them.
+        let mut rows: Vec<Row> = (0..8000)
+            .map(|i| row(i, "defragmentation", "advisory", false))
+            .collect();
+        rows.insert(6000, row(90001, "nodehealth", "rejected", false));
+        rows.push(row(90000, "migration-dispatch", "submitted", true));
+        let existing: BTreeMap<String, String> =
+            [("owner-note".to_string(), "x".repeat(100_000))].into();
+        let updated = updated_data(&existing, &rows, &BTreeMap::new(), "execute", now);
+        let total: usize = updated.data.iter().map(|(k, v)| k.len() + v.len()).sum();
+        assert!(total <= CONFIG_MAP_MAX_BYTES, "{total} bytes");
+        assert!(
+            total > CONFIG_MAP_MAX_BYTES - 1000,
+            "the room is used: {total}"
+        );
+        let doc: Value = serde_json::from_str(&updated.data[LAST_CYCLE_KEY]).unwrap();
+        let kept = doc["recommendations"].as_array().unwrap();
+        assert_eq!(doc["rowsOmitted"], updated.rows_omitted);
+        assert_eq!(kept.len() + updated.rows_omitted, rows.len());
+        let names: Vec<&str> = kept
+            .iter()
+            .map(|r| r["workload"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names.last(),
+            Some(&"team/model-90000"),
+            "the request is kept"
+        );
+        assert!(names.contains(&"team/model-90001"), "node health is kept");
+        // The advice kept is the pass's first, in its order, and each row as it was.
+        assert_eq!(names[..3], ["team/model-0", "team/model-1", "team/model-2"]);
+        let back: Row = serde_json::from_value(kept[0].clone()).unwrap();
+        assert_eq!(back, rows[0]);
+        // A pass that fits is written whole, with no count.
+        let small = updated_data(&existing, &rows[..10], &BTreeMap::new(), "execute", now);
+        assert_eq!(small.rows_omitted, 0);
+        let doc: Value = serde_json::from_str(&small.data[LAST_CYCLE_KEY]).unwrap();
+        assert_eq!(doc["recommendations"].as_array().unwrap().len(), 10);
+        assert!(doc.get("rowsOmitted").is_none());
+    }
 }
