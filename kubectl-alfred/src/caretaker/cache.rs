@@ -233,8 +233,20 @@ impl Caches {
         (!waiting.is_empty()).then(|| waiting.join(", "))
     }
 
-    /// The cluster as the caches hold it now; the same `Arc` while nothing changed.
+    /// The cluster as the caches hold it now; the same `Arc` while nothing changed. Merging
+    /// the changes copies the snapshot while a pass still holds the one before.
     pub fn snapshot(&self) -> Result<Arc<Snapshot>, CacheError> {
+        self.merged(true)
+    }
+
+    /// The snapshot to observe: as [`Caches::snapshot`] while nobody else holds it, else the
+    /// one a pass holds, up to a pass old (a copy of the whole cluster for a gauge costs more
+    /// than the gauge is worth: 200 MB at 10,000 nodes).
+    pub fn observed(&self) -> Result<Arc<Snapshot>, CacheError> {
+        self.merged(false)
+    }
+
+    fn merged(&self, copy: bool) -> Result<Arc<Snapshot>, CacheError> {
         if let Some(waiting) = self.unsynced() {
             return Err(CacheError::NotSynced(waiting));
         }
@@ -244,6 +256,9 @@ impl Caches {
             }
         }
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if !copy && Arc::strong_count(&current) > 1 {
+            return Ok(Arc::clone(&current));
+        }
         let changes = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         let restamp = self.stale_info.swap(false, Ordering::AcqRel);
         if changes.is_empty() && !restamp {

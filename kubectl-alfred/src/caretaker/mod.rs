@@ -482,11 +482,12 @@ async fn observe(shared: Arc<Shared>) {
             .metrics
             .caches_synced
             .set(i64::from(shared.caches.unsynced().is_none()));
-        let Ok(snapshot) = shared.caches.snapshot() else {
+        let Ok(snapshot) = shared.caches.observed() else {
             // Not synced yet (or an object the loader refuses): look again soon.
             tokio::time::sleep(Duration::from_millis(250)).await;
             continue;
         };
+        // Dropped before the sleep: a snapshot held here would be copied by the next pass.
         {
             let started = std::time::Instant::now();
             let now = Timestamp::now();
@@ -510,6 +511,7 @@ async fn observe(shared: Arc<Shared>) {
                 shared.early_tick.notify_one();
             }
             before = Some(signals);
+            drop(snapshot);
         }
         tokio::time::sleep(config.observation_loop_interval.unsigned_abs()).await;
     }
