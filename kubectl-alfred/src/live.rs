@@ -253,7 +253,7 @@ pub async fn read_snapshot(args: &GlobalArgs) -> Result<Snapshot> {
 pub async fn read_nodes(
     client: &Client,
     args: &GlobalArgs,
-) -> Result<Vec<alfred::api::core::Node>> {
+) -> Result<Vec<std::sync::Arc<alfred::api::core::Node>>> {
     let shown = Progress::start("reading the nodes", 1);
     let part = list_pages(
         client,

@@ -3,6 +3,7 @@
 //! cluster. Every command takes one, so any decision can be replayed offline.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::jiff::Timestamp;
@@ -39,21 +40,23 @@ pub const INFERENCE_REPLICAS: &str = "inferencereplicas.ome.io";
 pub const SNAPSHOT_INFO_API_VERSION: &str = "alfred.ome.io/v1alpha1";
 pub const SNAPSHOT_INFO_KIND: &str = "SnapshotInfo";
 
+/// Every object is shared: a clone (a cache's next snapshot while a pass holds the one
+/// before) copies a pointer per object, not the object.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    pub nodes: Vec<Node>,
-    pub pods: Vec<Pod>,
-    pub inference_services: Vec<InferenceService>,
-    pub serving_runtimes: Vec<ServingRuntime>,
-    pub cluster_serving_runtimes: Vec<ClusterServingRuntime>,
-    pub inference_replicas: Vec<InferenceReplica>,
-    pub base_models: Vec<BaseModel>,
-    pub cluster_base_models: Vec<ClusterBaseModel>,
-    pub persistent_volume_claims: Vec<PersistentVolumeClaim>,
-    pub persistent_volumes: Vec<PersistentVolume>,
-    pub config_maps: Vec<ConfigMap>,
+    pub nodes: Vec<Arc<Node>>,
+    pub pods: Vec<Arc<Pod>>,
+    pub inference_services: Vec<Arc<InferenceService>>,
+    pub serving_runtimes: Vec<Arc<ServingRuntime>>,
+    pub cluster_serving_runtimes: Vec<Arc<ClusterServingRuntime>>,
+    pub inference_replicas: Vec<Arc<InferenceReplica>>,
+    pub base_models: Vec<Arc<BaseModel>>,
+    pub cluster_base_models: Vec<Arc<ClusterBaseModel>>,
+    pub persistent_volume_claims: Vec<Arc<PersistentVolumeClaim>>,
+    pub persistent_volumes: Vec<Arc<PersistentVolume>>,
+    pub config_maps: Vec<Arc<ConfigMap>>,
     /// Revisions owned by InferenceReplicas (others are skipped).
-    pub controller_revisions: Vec<ControllerRevision>,
+    pub controller_revisions: Vec<Arc<ControllerRevision>>,
     /// OME objects the API server holds but that cannot be read as their kind (a field of the
     /// wrong type, a required field missing): each costs its own component, not the whole read.
     pub unreadable: Vec<UnreadableObject>,
@@ -384,10 +387,13 @@ impl Snapshot {
 
     /// A PersistentVolumeClaim by namespace and name.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&PersistentVolumeClaim> {
-        self.persistent_volume_claims.iter().find(|c| {
-            c.metadata.name.as_deref() == Some(name)
-                && c.metadata.namespace.as_deref().unwrap_or("default") == namespace
-        })
+        self.persistent_volume_claims
+            .iter()
+            .find(|c| {
+                c.metadata.name.as_deref() == Some(name)
+                    && c.metadata.namespace.as_deref().unwrap_or("default") == namespace
+            })
+            .map(|c| c.as_ref())
     }
 
     /// A PersistentVolume by name.
@@ -395,6 +401,7 @@ impl Snapshot {
         self.persistent_volumes
             .iter()
             .find(|p| p.metadata.name.as_deref() == Some(name))
+            .map(|p| p.as_ref())
     }
 
     /// The runtime an InferenceService names, found where OME looks
@@ -438,6 +445,7 @@ impl Snapshot {
         self.config_maps
             .iter()
             .find(|c| c.metadata.name.as_deref() == Some(name))
+            .map(|c| c.as_ref())
     }
 
     /// Adds one JSON document: a `*List` with `items`, or a single object. `document` is the
@@ -547,9 +555,9 @@ impl Snapshot {
                         CUT_SHORT.into(),
                     ));
                 }
-                self.$field.push(lean(
+                self.$field.push(Arc::new(lean(
                     located(json).map_err(|(path, message)| err(Some(object), path, message))?,
-                ))
+                )))
             }};
         }
         // A workload object that cannot be read costs its component, not the whole read: it is
@@ -564,7 +572,7 @@ impl Snapshot {
                     ));
                 }
                 match located(json) {
-                    Ok(value) => self.$field.push(lean(value)),
+                    Ok(value) => self.$field.push(Arc::new(lean(value))),
                     Err((path, message)) => {
                         match UnreadableObject::read($kind, json, path.clone(), message.clone()) {
                             Some(kept) => self.unreadable.push(kept),
@@ -602,7 +610,7 @@ impl Snapshot {
                 let revision: ControllerRevision =
                     located(json).map_err(|(path, message)| err(Some(object), path, message))?;
                 match revision.owner("InferenceReplica") {
-                    Some(_) => self.controller_revisions.push(revision),
+                    Some(_) => self.controller_revisions.push(Arc::new(revision)),
                     None => *self.skipped.entry(kind).or_default() += 1,
                 }
             }
@@ -642,7 +650,7 @@ impl Snapshot {
                 if let Some((path, why)) = crate::kubernetes::quantity::node_gpu_problem(&node) {
                     return Err((object(), path, why.to_string()));
                 }
-                self.nodes.push(node);
+                self.nodes.push(Arc::new(node));
             }
             CoreObject::Pod(pod) => {
                 let m = &pod.metadata;
@@ -660,7 +668,7 @@ impl Snapshot {
                 if let Some((path, why)) = crate::kubernetes::quantity::pod_gpu_problem(&pod) {
                     return Err((object(), path, why.to_string()));
                 }
-                self.pods.push(pod);
+                self.pods.push(Arc::new(pod));
             }
         }
         Ok(())

@@ -774,10 +774,10 @@ fn early_ticks_fire_on_the_signal_they_name() {
         "schemaVersion: 1\npolicies: {nodeHealth: {maintenance: {triggers: [{name: patch, label: {key: example.com/state}}]}}}\n",
     )
     .unwrap();
-    let nodes = |values: Vec<serde_json::Value>| -> Vec<alfred::api::core::Node> {
+    let nodes = |values: Vec<serde_json::Value>| -> Vec<std::sync::Arc<alfred::api::core::Node>> {
         values
             .into_iter()
-            .map(|v| serde_json::from_value(v).unwrap())
+            .map(|v| std::sync::Arc::new(serde_json::from_value(v).unwrap()))
             .collect()
     };
     let healthy = node("a", 8, json!({}));

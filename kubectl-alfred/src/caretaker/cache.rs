@@ -233,20 +233,10 @@ impl Caches {
         (!waiting.is_empty()).then(|| waiting.join(", "))
     }
 
-    /// The cluster as the caches hold it now; the same `Arc` while nothing changed. Merging
-    /// the changes copies the snapshot while a pass still holds the one before.
+    /// The cluster as the caches hold it now; the same `Arc` while nothing changed. While a
+    /// pass holds the one before, the changes go into a copy, which shares every object
+    /// (a pointer each: half a megabyte at 10,000 nodes).
     pub fn snapshot(&self) -> Result<Arc<Snapshot>, CacheError> {
-        self.merged(true)
-    }
-
-    /// The snapshot to observe: as [`Caches::snapshot`] while nobody else holds it, else the
-    /// one a pass holds, up to a pass old (a copy of the whole cluster for a gauge costs more
-    /// than the gauge is worth: 200 MB at 10,000 nodes).
-    pub fn observed(&self) -> Result<Arc<Snapshot>, CacheError> {
-        self.merged(false)
-    }
-
-    fn merged(&self, copy: bool) -> Result<Arc<Snapshot>, CacheError> {
         if let Some(waiting) = self.unsynced() {
             return Err(CacheError::NotSynced(waiting));
         }
@@ -256,15 +246,11 @@ impl Caches {
             }
         }
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if !copy && Arc::strong_count(&current) > 1 {
-            return Ok(Arc::clone(&current));
-        }
         let changes = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         let restamp = self.stale_info.swap(false, Ordering::AcqRel);
         if changes.is_empty() && !restamp {
             return Ok(Arc::clone(&current));
         }
-        // In place, unless a pass still holds the snapshot before.
         let snapshot = Arc::make_mut(&mut current);
         snapshot.apply(changes.into_iter().collect());
         snapshot.migration_guard = self.guard.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -288,9 +274,9 @@ impl Caches {
     }
 
     /// One of Alfred's ConfigMaps as the caches hold it now, without merging the other
-    /// changes into the snapshot (the reload looks after every change, and a merge while a
-    /// pass holds the snapshot would copy it).
-    pub fn config_map(&self, name: &str) -> Option<k8s_openapi::api::core::v1::ConfigMap> {
+    /// changes into the snapshot (the reload looks after every change; merging them is for
+    /// the passes and the observations).
+    pub fn config_map(&self, name: &str) -> Option<Arc<k8s_openapi::api::core::v1::ConfigMap>> {
         let w = self.watched.iter().find(|w| w.name == Some(name))?;
         let namespace = w.namespace.clone().unwrap_or_default();
         let key = (Source::ConfigMaps, namespace.clone(), name.to_string());

@@ -294,7 +294,7 @@ impl Recommendation {
 /// first), footprint (smallest first) and identity; stable. The keys are gathered first and
 /// each row is moved once: a row is large, and comparing and moving rows in place spent most
 /// of a 30,000-row sort on cache misses and copies.
-fn sort_rows(rows: &mut Vec<Recommendation>, class: impl Fn(&Recommendation) -> u8) {
+fn sort_rows(rows: &mut [Recommendation], class: impl Fn(&Recommendation) -> u8) {
     let mut keys: Vec<_> = rows
         .iter()
         .enumerate()
@@ -320,8 +320,21 @@ fn sort_rows(rows: &mut Vec<Recommendation>, class: impl Fn(&Recommendation) -> 
             .then_with(|| a.3.cmp(&b.3))
     });
     let order: Vec<usize> = keys.into_iter().map(|k| k.4).collect();
-    let mut slots: Vec<Option<Recommendation>> = rows.drain(..).map(Some).collect();
-    rows.extend(order.into_iter().filter_map(|i| slots[i].take()));
+    // In place, one cycle of the permutation at a time: a second list of 40,000 rows
+    // took 28 MB.
+    let mut placed = vec![false; rows.len()];
+    for start in 0..rows.len() {
+        let mut at = start;
+        while !placed[at] {
+            placed[at] = true;
+            let from = order[at];
+            if from == start {
+                break;
+            }
+            rows.swap(at, from);
+            at = from;
+        }
+    }
 }
 
 /// The result of one pass.

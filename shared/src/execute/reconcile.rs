@@ -88,17 +88,25 @@ fn stall_after_deadline(entry: &mut Entry, reason: EntryReason, timing: Timing) 
 }
 
 fn find_isvc<'s>(snapshot: &'s Snapshot, entry: &Entry) -> Option<&'s InferenceService> {
-    snapshot.inference_services.iter().find(|s| {
-        s.metadata.namespace.as_deref() == Some(entry.workload.namespace.as_str())
-            && s.metadata.name.as_deref() == Some(entry.workload.name.as_str())
-    })
+    snapshot
+        .inference_services
+        .iter()
+        .find(|s| {
+            s.metadata.namespace.as_deref() == Some(entry.workload.namespace.as_str())
+                && s.metadata.name.as_deref() == Some(entry.workload.name.as_str())
+        })
+        .map(|s| s.as_ref())
 }
 
 fn find_replica<'s>(snapshot: &'s Snapshot, entry: &Entry) -> Option<&'s InferenceReplica> {
-    snapshot.inference_replicas.iter().find(|r| {
-        r.metadata.namespace.as_deref() == Some(entry.workload.namespace.as_str())
-            && r.metadata.name.as_deref() == Some(entry.ir_name.as_str())
-    })
+    snapshot
+        .inference_replicas
+        .iter()
+        .find(|r| {
+            r.metadata.namespace.as_deref() == Some(entry.workload.namespace.as_str())
+                && r.metadata.name.as_deref() == Some(entry.ir_name.as_str())
+        })
+        .map(|r| r.as_ref())
 }
 
 fn controlled_by(replica: &InferenceReplica, owner_uid: &str) -> bool {

@@ -248,7 +248,7 @@ impl<'s> Cluster<'s> {
         let node_by_name: HashMap<&str, usize> =
             nodes.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
 
-        let mut pods: Vec<PodView<'s>> = snapshot.pods.iter().map(pod_view).collect();
+        let mut pods: Vec<PodView<'s>> = snapshot.pods.iter().map(|p| pod_view(p)).collect();
         for (i, p) in pods.iter_mut().enumerate() {
             p.host = p.node.and_then(|name| node_by_name.get(name)).copied();
             if p.terminal {
@@ -457,7 +457,11 @@ impl<'s> Cluster<'s> {
     }
 
     fn join_workloads(&mut self, snapshot: &'s Snapshot) {
-        let mut isvcs: Vec<&InferenceService> = snapshot.inference_services.iter().collect();
+        let mut isvcs: Vec<&InferenceService> = snapshot
+            .inference_services
+            .iter()
+            .map(|s| s.as_ref())
+            .collect();
         isvcs.sort_by(|a, b| {
             (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
                 .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))

@@ -5,6 +5,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::core::Node;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::config::{
     Config, EarlyTick, LabelValue, MaintenanceTrigger, NodeHealth, TriggerMatcher,
@@ -135,7 +136,7 @@ pub struct NodeSignals(BTreeMap<String, Signals>);
 type Signals = (Vec<(String, String)>, Vec<String>);
 
 impl NodeSignals {
-    pub fn observe(nodes: &[Node], config: &Config, now: Timestamp) -> NodeSignals {
+    pub fn observe(nodes: &[Arc<Node>], config: &Config, now: Timestamp) -> NodeSignals {
         let triggers = &config.node_health.maintenance_triggers;
         NodeSignals(
             nodes

@@ -2,6 +2,8 @@
 //! cluster keeps between reads (one object per key, replaced as the API server reports
 //! changes), read through the same loader as every snapshot.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim};
 
 use super::{ItemType, Snapshot, SnapshotError, UnreadableObject};
@@ -11,23 +13,23 @@ use crate::api::{
     ServingRuntime,
 };
 
-/// One object a snapshot holds, of any kind it reads. The kinds larger than a pod are boxed:
-/// a cache holds one of these per object, and a persistent volume inline is 3.4 KB.
+/// One object a snapshot holds, of any kind it reads, shared with the snapshots that hold it
+/// (a cache's next snapshot copies pointers, not objects).
 #[derive(Clone, Debug)]
 pub enum Object {
-    Node(Node),
-    Pod(Pod),
-    InferenceService(Box<InferenceService>),
-    ServingRuntime(ServingRuntime),
-    ClusterServingRuntime(ClusterServingRuntime),
-    InferenceReplica(Box<InferenceReplica>),
-    BaseModel(BaseModel),
-    ClusterBaseModel(ClusterBaseModel),
-    PersistentVolumeClaim(Box<PersistentVolumeClaim>),
-    PersistentVolume(Box<PersistentVolume>),
-    ConfigMap(ConfigMap),
-    ControllerRevision(ControllerRevision),
-    Unreadable(UnreadableObject),
+    Node(Arc<Node>),
+    Pod(Arc<Pod>),
+    InferenceService(Arc<InferenceService>),
+    ServingRuntime(Arc<ServingRuntime>),
+    ClusterServingRuntime(Arc<ClusterServingRuntime>),
+    InferenceReplica(Arc<InferenceReplica>),
+    BaseModel(Arc<BaseModel>),
+    ClusterBaseModel(Arc<ClusterBaseModel>),
+    PersistentVolumeClaim(Arc<PersistentVolumeClaim>),
+    PersistentVolume(Arc<PersistentVolume>),
+    ConfigMap(Arc<ConfigMap>),
+    ControllerRevision(Arc<ControllerRevision>),
+    Unreadable(Box<UnreadableObject>),
 }
 
 impl Snapshot {
@@ -68,22 +70,14 @@ impl Snapshot {
         } = self;
         (nodes.into_iter().map(Object::Node))
             .chain(pods.into_iter().map(Object::Pod))
-            .chain(
-                inference_services
-                    .into_iter()
-                    .map(|o| Object::InferenceService(Box::new(o))),
-            )
+            .chain(inference_services.into_iter().map(Object::InferenceService))
             .chain(serving_runtimes.into_iter().map(Object::ServingRuntime))
             .chain(
                 cluster_serving_runtimes
                     .into_iter()
                     .map(Object::ClusterServingRuntime),
             )
-            .chain(
-                inference_replicas
-                    .into_iter()
-                    .map(|o| Object::InferenceReplica(Box::new(o))),
-            )
+            .chain(inference_replicas.into_iter().map(Object::InferenceReplica))
             .chain(base_models.into_iter().map(Object::BaseModel))
             .chain(
                 cluster_base_models
@@ -93,20 +87,20 @@ impl Snapshot {
             .chain(
                 persistent_volume_claims
                     .into_iter()
-                    .map(|o| Object::PersistentVolumeClaim(Box::new(o))),
+                    .map(Object::PersistentVolumeClaim),
             )
-            .chain(
-                persistent_volumes
-                    .into_iter()
-                    .map(|o| Object::PersistentVolume(Box::new(o))),
-            )
+            .chain(persistent_volumes.into_iter().map(Object::PersistentVolume))
             .chain(config_maps.into_iter().map(Object::ConfigMap))
             .chain(
                 controller_revisions
                     .into_iter()
                     .map(Object::ControllerRevision),
             )
-            .chain(unreadable.into_iter().map(Object::Unreadable))
+            .chain(
+                unreadable
+                    .into_iter()
+                    .map(|o| Object::Unreadable(Box::new(o))),
+            )
     }
 
     /// Adds one object after the others of its kind.
@@ -114,17 +108,17 @@ impl Snapshot {
         match object {
             Object::Node(o) => self.nodes.push(o),
             Object::Pod(o) => self.pods.push(o),
-            Object::InferenceService(o) => self.inference_services.push(*o),
+            Object::InferenceService(o) => self.inference_services.push(o),
             Object::ServingRuntime(o) => self.serving_runtimes.push(o),
             Object::ClusterServingRuntime(o) => self.cluster_serving_runtimes.push(o),
-            Object::InferenceReplica(o) => self.inference_replicas.push(*o),
+            Object::InferenceReplica(o) => self.inference_replicas.push(o),
             Object::BaseModel(o) => self.base_models.push(o),
             Object::ClusterBaseModel(o) => self.cluster_base_models.push(o),
-            Object::PersistentVolumeClaim(o) => self.persistent_volume_claims.push(*o),
-            Object::PersistentVolume(o) => self.persistent_volumes.push(*o),
+            Object::PersistentVolumeClaim(o) => self.persistent_volume_claims.push(o),
+            Object::PersistentVolume(o) => self.persistent_volumes.push(o),
             Object::ConfigMap(o) => self.config_maps.push(o),
             Object::ControllerRevision(o) => self.controller_revisions.push(o),
-            Object::Unreadable(o) => self.unreadable.push(o),
+            Object::Unreadable(o) => self.unreadable.push(*o),
         }
     }
 }
@@ -190,7 +184,7 @@ impl Snapshot {
         macro_rules! drop_touched {
             ($field:ident, $source:expr, $key:expr) => {
                 if touched.iter().any(|t| t.0 == $source) {
-                    self.$field.retain(|o| !gone($source, $key(o)));
+                    self.$field.retain(|o| !gone($source, $key(o.as_ref())));
                 }
             };
         }
@@ -239,7 +233,7 @@ impl Snapshot {
 
     /// Every list in (namespace, name) order.
     fn sort_by_key(&mut self) {
-        fn by<T>(list: &mut [T], key: impl Fn(&T) -> (&str, &str)) {
+        fn by<T>(list: &mut [Arc<T>], key: impl Fn(&T) -> (&str, &str)) {
             if !list.is_sorted_by(|a, b| key(a) <= key(b)) {
                 list.sort_by(|a, b| key(a).cmp(&key(b)));
             }
@@ -256,7 +250,13 @@ impl Snapshot {
         by(&mut self.persistent_volumes, kube_key);
         by(&mut self.config_maps, kube_key);
         by(&mut self.controller_revisions, revision_key);
-        by(&mut self.unreadable, unreadable_key);
+        if !self
+            .unreadable
+            .is_sorted_by(|a, b| unreadable_key(a) <= unreadable_key(b))
+        {
+            self.unreadable
+                .sort_by(|a, b| unreadable_key(a).cmp(&unreadable_key(b)));
+        }
     }
 }
 
@@ -264,9 +264,10 @@ impl Snapshot {
 mod tests {
     use super::*;
 
+    /// A cache holds one per object: a tag and a pointer to what the snapshots share.
     #[test]
-    fn an_object_is_no_larger_than_a_pod_and_its_tag() {
-        assert!(std::mem::size_of::<Object>() <= std::mem::size_of::<Pod>() + 8);
+    fn an_object_is_a_tag_and_a_pointer() {
+        assert!(std::mem::size_of::<Object>() <= 2 * std::mem::size_of::<usize>());
     }
 
     /// The demo snapshot taken apart and put together again reads as the same cluster.
@@ -302,8 +303,8 @@ mod tests {
         };
         assert_eq!(a.metadata.name, "p");
         assert_eq!(
-            serde_json::to_value(&a).unwrap(),
-            serde_json::to_value(&b).unwrap()
+            serde_json::to_value(&*a).unwrap(),
+            serde_json::to_value(&*b).unwrap()
         );
         let other = r#"{"metadata":{"name":"kube-root-ca.crt","namespace":"ns"},"data":{}}"#;
         assert!(
@@ -342,16 +343,16 @@ mod tests {
                 .iter()
                 .find(|p| p.metadata.name == name)
                 .unwrap();
-            p.clone()
+            Pod::clone(p)
         };
-        let first = sorted.pods[0].clone();
-        let second = sorted.pods[1].clone();
+        let first = Pod::clone(&sorted.pods[0]);
+        let second = Pod::clone(&sorted.pods[1]);
         let mut moved = first.clone();
         moved.spec.node_name = "somewhere-else".into();
         let mut added = pod(&second.metadata.name);
         added.metadata.name = "zz-new".into();
         let isvc = sorted.inference_services[0].clone();
-        let (ns, name) = kube_key(&isvc);
+        let (ns, name) = kube_key(&*isvc);
         let (ns, name) = (ns.to_string(), name.to_string());
         let broken = format!(
             r#"{{"metadata":{{"name":"{name}","namespace":"{ns}"}},"spec":{{"engine":{{"minReplicas":"x"}}}}}}"#
@@ -369,9 +370,9 @@ mod tests {
         };
         let mut applied = sorted.clone();
         applied.apply(vec![
-            (key(&first), Some(Object::Pod(moved.clone()))),
+            (key(&first), Some(Object::Pod(Arc::new(moved.clone())))),
             (key(&second), None),
-            (key(&added), Some(Object::Pod(added.clone()))),
+            (key(&added), Some(Object::Pod(Arc::new(added.clone())))),
             (
                 (Source::InferenceServices, ns.clone(), name.clone()),
                 Some(unreadable.clone()),
@@ -381,7 +382,7 @@ mod tests {
         for o in sorted.into_objects() {
             match o {
                 Object::Pod(p) if p.metadata.name == first.metadata.name => {
-                    fresh.push(Object::Pod(moved.clone()))
+                    fresh.push(Object::Pod(Arc::new(moved.clone())))
                 }
                 Object::Pod(p) if p.metadata.name == second.metadata.name => {}
                 Object::InferenceService(i) if kube_key(&*i) == (ns.as_str(), name.as_str()) => {
@@ -390,7 +391,7 @@ mod tests {
                 o => fresh.push(o),
             }
         }
-        fresh.push(Object::Pod(added));
+        fresh.push(Object::Pod(Arc::new(added)));
         fresh.sort_by_key();
         assert_eq!(applied.to_list(), fresh.to_list());
         assert_eq!(applied.unreadable.len(), 1);
