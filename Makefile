@@ -11,7 +11,7 @@ RELEASE_URL ?= https://github.com/OWNER/kubectl-alfred/releases/download/v$(shel
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test unit e2e oracle cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-bound bench-churn bench-live install image image-test dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
+.PHONY: help build test unit e2e oracle cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-bound bench-mix bench-churn bench-live install image image-test dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -83,6 +83,25 @@ bench-bound: ## How far `recommend --plan` is from the fewest moves possible: it
 	  $(TARGET_DIR)/release/kubectl-alfred recommend -f $(TARGET_DIR)/bound-snapshot.json \
 	    --config shared/examples/churn/alfred-chart.yaml --plan -o json > $(TARGET_DIR)/bound-plan.json && \
 	  echo "$$list $$nodes: $$($(TARGET_DIR)/bound-venv/bin/python tests/bench/fewest_moves.py $(TARGET_DIR)/bound-snapshot.json --plan $(TARGET_DIR)/bound-plan.json 2>/dev/null)" || exit 1; done; done
+
+# The node mixes of bench-mix (COUNTxGPUSxMODELxCPUS): mostly single-GPU nodes beside a few
+# 8-GPU ones; the same with the single-GPU nodes in the 8-GPU nodes' pools; 2- and 4-GPU nodes.
+MIX_SINGLE := 2494x1xA10x128,902x1xT4x192,10x4xV100M32x128,432x8xG2x192,219x8xG3x192,122x8xV100M32x128,77x8xV100M16x128,22x8xA100x192
+MIX_SHARED := 2494x1xG2x128,902x1xG3x192,10x4xV100M32x128,432x8xG2x192,219x8xG3x192,122x8xV100M32x128,77x8xV100M16x128,22x8xA100x192
+MIX_SMALL := 1500x2xT4x104,600x4xT4x96,20x1xA10x128,400x8xG2x96,200x8xV100M32x96,58x8xG3x128
+
+bench-mix: ## `recommend --plan` on clusters of mixed node sizes (multigpu50 at load 0.95, GPUs only, seeds 1-3): its moves beside the proven bound, and the plugin's time end to end: make bench-mix OPENB=DIR
+	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }
+	$(CARGO) build -q --release -p alfred-shared --example trace_bench
+	$(CARGO) build -q --release -p kubectl-alfred
+	test -x $(TARGET_DIR)/bound-venv/bin/python || { python3 -m venv $(TARGET_DIR)/bound-venv && $(TARGET_DIR)/bound-venv/bin/pip install -q highspy; }
+	for mix in SINGLE SHARED SMALL; do for seed in 1 2 3; do \
+	  case $$mix in SINGLE) nodes="$(MIX_SINGLE)";; SHARED) nodes="$(MIX_SHARED)";; SMALL) nodes="$(MIX_SMALL)";; esac; \
+	  $(TARGET_DIR)/release/examples/trace_bench --node-mix $$nodes --pods $(OPENB)/openb_pod_list_multigpu50.csv \
+	    --load 0.95 --seed $$seed --gpus-only --write $(TARGET_DIR)/mix-snapshot.json | grep -E '^(plan|steps)' && \
+	  /usr/bin/time -f "plugin end to end: %e s, %M KiB" $(TARGET_DIR)/release/kubectl-alfred recommend -f $(TARGET_DIR)/mix-snapshot.json \
+	    --config shared/examples/churn/alfred-chart.yaml --plan -o json > $(TARGET_DIR)/mix-plan.json && \
+	  echo "$$mix $$seed: $$($(TARGET_DIR)/bound-venv/bin/python tests/bench/fewest_moves.py $(TARGET_DIR)/mix-snapshot.json --plan $(TARGET_DIR)/mix-plan.json --gpus-only 2>/dev/null)" || exit 1; done; done
 
 bench-churn: ## Fragmentation over time: the closed-loop replay of the openb trace (24 h after 2 h of warm-up), Alfred off or on with a configuration of shared/examples/churn (the chart alone; with followPlan; with a hold; 60 moves an hour, with and without a hold); JSON lines: make bench-churn OPENB=DIR [SEEDS="1 2 3"] [LOADS="0.9 0.97"] [ALFRED="off chart-plain chart chart-hold 60-an-hour 60-an-hour-hold"]
 	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }

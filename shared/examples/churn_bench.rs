@@ -224,7 +224,7 @@ fn run() -> Result<(), String> {
         check_reads: args.check_reads,
         snapshot: args.snapshot_at.zip(args.snapshot_out.clone()),
     };
-    let nodes_path = &args.trace.nodes;
+    let nodes_path = args.trace.nodes_source();
     let mut nodes = args.trace.read_nodes()?;
     // The replay indexes nodes as the cluster model does: by name.
     nodes.sort_by(|a, b| a.name.cmp(&b.name));

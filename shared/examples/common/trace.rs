@@ -347,6 +347,61 @@ pub fn reshape_nodes(
     Ok(nodes)
 }
 
+/// Nodes from a mix (`COUNTxGPUSxMODELxCPUS,...`), 8 GiB of memory per CPU, named
+/// `node-00000` on in an order that interleaves the kinds (as a fleet bought over years
+/// is named), the same for every seed.
+pub fn mixed_nodes(mix: &str) -> Result<Vec<TraceNode>, String> {
+    let mut kinds = Vec::new();
+    for part in mix.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let fields: Vec<&str> = part.split('x').collect();
+        let [count, gpus, model, cpus] = fields[..] else {
+            return Err(format!(
+                "--node-mix: {part:?} is not COUNTxGPUSxMODELxCPUS (e.g. 432x8xG2x192)"
+            ));
+        };
+        let number = |what: &str, text: &str| {
+            text.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                format!("--node-mix: {part:?}: {what} {text:?} is not a positive whole number")
+            })
+        };
+        let (count, gpus, cpus) = (
+            number("the count", count)?,
+            number("the GPUs", gpus)?,
+            number("the CPUs", cpus)?,
+        );
+        if model.is_empty() {
+            return Err(format!("--node-mix: {part:?} names no GPU model"));
+        }
+        kinds.push((count, gpus, model.to_string(), cpus));
+    }
+    if kinds.is_empty() {
+        return Err("--node-mix names no nodes".into());
+    }
+    let mut shapes: Vec<usize> = kinds
+        .iter()
+        .enumerate()
+        .flat_map(|(k, kind)| std::iter::repeat_n(k, kind.0 as usize))
+        .collect();
+    let mut rng = Rng::new(1);
+    for i in (1..shapes.len()).rev() {
+        shapes.swap(i, rng.below(i + 1));
+    }
+    Ok(shapes
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let (_, gpus, model, cpus) = &kinds[k];
+            TraceNode {
+                name: format!("node-{i:05}"),
+                cpu_milli: cpus * 1000,
+                memory_mib: cpus * 8 * 1024,
+                gpus: *gpus,
+                model: model.clone(),
+            }
+        })
+        .collect())
+}
+
 /// The first node of the commonest 8-GPU model (ties to the first name).
 fn commonest_eight_gpu_node(nodes: &[TraceNode]) -> Option<&TraceNode> {
     let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
@@ -364,8 +419,12 @@ fn commonest_eight_gpu_node(nodes: &[TraceNode]) -> Option<&TraceNode> {
 #[derive(clap::Args)]
 pub struct TraceArgs {
     /// The openb node list (openb_node_list_gpu_node.csv)
-    #[arg(long, value_name = "FILE")]
-    pub nodes: String,
+    #[arg(long, value_name = "FILE", required_unless_present = "node_mix")]
+    pub nodes: Option<String>,
+    /// Build the nodes from counts instead of a node list: COUNTxGPUSxMODELxCPUS, comma-
+    /// separated (e.g. 2494x1xA10x128,432x8xG2x192); each node has 8 GiB of memory per CPU
+    #[arg(long, value_name = "MIX", conflicts_with = "nodes")]
+    pub node_mix: Option<String>,
     /// An openb task list (openb_pod_list_*.csv)
     #[arg(long, value_name = "FILE")]
     pub pods: String,
@@ -380,11 +439,20 @@ pub struct TraceArgs {
 impl TraceArgs {
     /// The node list, reshaped as asked.
     pub fn read_nodes(&self) -> Result<Vec<TraceNode>, String> {
-        reshape_nodes(
-            read_nodes(&read_file(&self.nodes)?)?,
-            self.eight_gpu_nodes,
-            self.repeat_nodes,
-        )
+        let nodes = match (&self.node_mix, &self.nodes) {
+            (Some(mix), _) => mixed_nodes(mix)?,
+            (None, Some(path)) => read_nodes(&read_file(path)?)?,
+            (None, None) => return Err("name a node list (--nodes) or a mix (--node-mix)".into()),
+        };
+        reshape_nodes(nodes, self.eight_gpu_nodes, self.repeat_nodes)
+    }
+
+    /// Where the nodes come from, for messages and reports.
+    pub fn nodes_source(&self) -> String {
+        match (&self.node_mix, &self.nodes) {
+            (Some(mix), _) => format!("--node-mix {mix}"),
+            (None, path) => path.clone().unwrap_or_default(),
+        }
     }
 
     pub fn read_tasks(&self) -> Result<Vec<Task>, String> {
