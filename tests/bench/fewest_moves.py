@@ -3,7 +3,7 @@
 from an integer program (HiGHS) over a relaxation of the planner's problem. `recommend --plan`
 is within X% of the fewest moves possible when its moves are within X% of this bound.
 
-    fewest_moves.py SNAPSHOT.json (--gpus N | --plan PLAN.json) [--gpus-only] [--time-limit SECONDS]
+    fewest_moves.py SNAPSHOT.json (--gpus N | --plan PLAN.json) [--gpus-only] [--time-limit SECONDS] [--explain]
 
 PLAN.json is `kubectl alfred recommend -f SNAPSHOT --plan -o json`: the bound is then for the
 pending GPUs its plan makes placeable, and the plan's moves are printed beside it.
@@ -19,6 +19,9 @@ one: the scheduler's other filters and the pending pods' node constraints, the o
 and their surges, and which Instances eligibility forbids moving (every OME pod counts as
 movable). `--gpus-only` drops CPU and memory too. Pods of one Instance on several nodes are
 refused: moving one counts once, not per pod.
+
+`--explain` adds where the moves are, in the program's solution and (with --plan) in the
+plan: Instances moved by pool, the GPUs of the node they leave, and their own GPUs.
 """
 
 import argparse
@@ -148,6 +151,7 @@ class Program:
         self.rows.append((coefs, lower, upper))
 
     def solve(self, time_limit):
+        """Status, objective, dual bound; the column values are kept in `values`."""
         inf = highspy.kHighsInf
         lp = highspy.HighsLp()
         n = len(self.cost)
@@ -184,6 +188,7 @@ class Program:
         h.passModel(lp)
         h.run()
         info = h.getInfo()
+        self.values = list(h.getSolution().col_value)
         return h.modelStatusToString(h.getModelStatus()), info.objective_function_value, info.mip_dual_bound
 
 
@@ -192,6 +197,7 @@ def bound(types, least, pending, pool_free, target, time_limit):
     leave it (how many of each size) how many nodes do so, what they seat and what lands
     there."""
     p = Program()
+    leaving_of = {}  # column -> (pool, node GPUs, {Instance GPUs: how many leave})
     sizes = sorted({k[0] for k in pending} | {m[0] for t in types for m in t[5]})
     moved_sizes = {(t[0], m[0]) for t in types for m in t[5]}
     seated = collections.defaultdict(dict)  # pending class -> {column: 1}
@@ -214,6 +220,7 @@ def bound(types, least, pending, pool_free, target, time_limit):
             memory_room = memory_free + sum(sum(of_size[g][1][:k]) for g, k in leaving.items())
             x = p.var(sum(counts), count)
             choices.append(x)
+            leaving_of[x] = (pool, total, leaving)
             for g, k in leaving.items():
                 if k:
                     landing[(pool, g)][x] = landing[(pool, g)].get(x, 0) - k
@@ -252,7 +259,34 @@ def bound(types, least, pending, pool_free, target, time_limit):
         p.row(coefs, None, pool_free[pool])
     for coefs in landing.values():
         p.row(coefs, 0, 0)
-    return p.solve(time_limit), len(p.cost)
+    result = p.solve(time_limit)
+    moved = collections.Counter()
+    for x, (pool, total, leaving) in leaving_of.items():
+        nodes = round(p.values[x]) if len(p.values) > x else 0
+        for g, k in leaving.items():
+            if nodes and k:
+                moved[(pool, total, g)] += nodes * k
+    return result, len(p.cost), moved
+
+
+def plan_moves(items, plan):
+    """The plan's moves by (pool, GPUs of the node left, the Instance's GPUs)."""
+    node = {}
+    for o in items:
+        if o.get("kind") == "Node":
+            labels = o["metadata"].get("labels", {})
+            gpus = int(o.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0))
+            node[o["metadata"]["name"]] = (labels.get("nvidia.com/gpu.product", ""), gpus)
+    moved = collections.Counter()
+    for step in plan["steps"]:
+        pool, total = node.get(step["from"][0], ("", 0))
+        moved[(pool, total, step["gpus"])] += 1
+    return moved
+
+
+def by_place(moved):
+    """`pool, node GPUs, Instance GPUs` -> count, for the JSON line."""
+    return {f"{pool} {total}-GPU node, {g}-GPU": n for (pool, total, g), n in sorted(moved.items())}
 
 
 def main():
@@ -262,6 +296,7 @@ def main():
     ap.add_argument("--plan", help="`recommend --plan -o json` of the same snapshot")
     ap.add_argument("--gpus-only", action="store_true", help="leave CPU and memory out")
     ap.add_argument("--time-limit", type=float, default=600)
+    ap.add_argument("--explain", action="store_true", help="where the moves are, solution and plan")
     args = ap.parse_args()
     try:
         with open(args.snapshot) as f:
@@ -277,7 +312,7 @@ def main():
         sys.exit("give --gpus N or --plan FILE")
     types, least, pending, pool_free = read_cluster(items, args.gpus_only)
     start = time.time()
-    (status, moves, dual), columns = bound(types, least, pending, pool_free, target, args.time_limit)
+    (status, moves, dual), columns, moved = bound(types, least, pending, pool_free, target, args.time_limit)
     by_size = collections.Counter()
     for (g, _, _), n in sorted(pending.items()):
         by_size[str(g)] += n
@@ -294,6 +329,10 @@ def main():
     if plan:
         out["planMoves"] = len(plan["steps"])
         out["planAboveBound"] = f"{100 * (out['planMoves'] / max(1, out['fewestMovesAtLeast']) - 1):.1f}%"
+    if args.explain:
+        out["solutionMoves"] = by_place(moved)
+        if plan:
+            out["planMovesByPlace"] = by_place(plan_moves(items, plan))
     print(json.dumps(out))
 
 
