@@ -266,6 +266,11 @@ def bound(types, least, pending, pool_free, target, time_limit):
         for g, k in leaving.items():
             if nodes and k:
                 moved[(pool, total, g)] += nodes * k
+    for pool, coefs in seated_in_pool.items():
+        for y, g in coefs.items():
+            seats = round(p.values[y]) if len(p.values) > y else 0
+            if seats:
+                moved[(pool, "seats", g)] += seats
     return result, len(p.cost), moved
 
 
@@ -285,8 +290,12 @@ def plan_moves(items, plan):
 
 
 def by_place(moved):
-    """`pool, node GPUs, Instance GPUs` -> count, for the JSON line."""
-    return {f"{pool} {total}-GPU node, {g}-GPU": n for (pool, total, g), n in sorted(moved.items())}
+    """`pool, node GPUs, Instance GPUs` -> count (and `pool seats N-GPU pods` -> count), for
+    the JSON line."""
+    return {
+        f"{pool} seats {g}-GPU pods" if total == "seats" else f"{pool} {total}-GPU node, {g}-GPU": n
+        for (pool, total, g), n in sorted(moved.items(), key=str)
+    }
 
 
 def main():
