@@ -1,7 +1,8 @@
 //! Warm caches of every kind a pass reads: one list, then a watch, per kind (kube's watcher:
 //! paged lists, bookmarks, a re-list after `410 Gone`, backoff), each object read through the
 //! snapshot loader as it arrives. The caches are one snapshot, changed in place when a pass
-//! asks for it (copied only when a pass still holds the one before and the cluster changed),
+//! asks for it (its lists of shared objects copied only when a pass still holds the one
+//! before and the cluster changed),
 //! so a pass costs the same however many came before, a standby that becomes leader passes at
 //! once, and a replica holds the cluster once.
 

@@ -105,7 +105,6 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let verb = metrics::verb_of(request.method(), request.uri().query());
-
         let metrics = Arc::clone(&self.metrics);
         let started = Instant::now();
         let answer = self.inner.call(request);

@@ -170,6 +170,37 @@ fn kube_key<K: kube::Resource>(o: &K) -> (&str, &str) {
     )
 }
 
+/// Each list of shared objects a snapshot keeps, with its source and its key, for `$each!`:
+/// one table for every step that walks them all.
+macro_rules! lists {
+    ($each:ident) => {
+        $each!(nodes, Source::Nodes, node_key);
+        $each!(pods, Source::Pods, pod_key);
+        $each!(inference_services, Source::InferenceServices, kube_key);
+        $each!(serving_runtimes, Source::ServingRuntimes, kube_key);
+        $each!(
+            cluster_serving_runtimes,
+            Source::ClusterServingRuntimes,
+            kube_key
+        );
+        $each!(inference_replicas, Source::InferenceReplicas, kube_key);
+        $each!(base_models, Source::BaseModels, kube_key);
+        $each!(cluster_base_models, Source::ClusterBaseModels, kube_key);
+        $each!(
+            persistent_volume_claims,
+            Source::PersistentVolumeClaims,
+            kube_key
+        );
+        $each!(persistent_volumes, Source::PersistentVolumes, kube_key);
+        $each!(config_maps, Source::ConfigMaps, kube_key);
+        $each!(
+            controller_revisions,
+            Source::ControllerRevisions,
+            revision_key
+        );
+    };
+}
+
 impl Snapshot {
     /// Applies changes in place: each key's object replaced, added or removed, every list
     /// kept in (namespace, name) order as the API server lists it. What a cache of the cluster
@@ -188,30 +219,7 @@ impl Snapshot {
                 }
             };
         }
-        drop_touched!(nodes, Source::Nodes, node_key);
-        drop_touched!(pods, Source::Pods, pod_key);
-        drop_touched!(inference_services, Source::InferenceServices, kube_key);
-        drop_touched!(serving_runtimes, Source::ServingRuntimes, kube_key);
-        drop_touched!(
-            cluster_serving_runtimes,
-            Source::ClusterServingRuntimes,
-            kube_key
-        );
-        drop_touched!(inference_replicas, Source::InferenceReplicas, kube_key);
-        drop_touched!(base_models, Source::BaseModels, kube_key);
-        drop_touched!(cluster_base_models, Source::ClusterBaseModels, kube_key);
-        drop_touched!(
-            persistent_volume_claims,
-            Source::PersistentVolumeClaims,
-            kube_key
-        );
-        drop_touched!(persistent_volumes, Source::PersistentVolumes, kube_key);
-        drop_touched!(config_maps, Source::ConfigMaps, kube_key);
-        drop_touched!(
-            controller_revisions,
-            Source::ControllerRevisions,
-            revision_key
-        );
+        lists!(drop_touched);
         self.unreadable.retain(|u| {
             let source = match u.kind {
                 super::UnreadableKind::InferenceService => Source::InferenceServices,
@@ -238,18 +246,12 @@ impl Snapshot {
                 list.sort_by(|a, b| key(a).cmp(&key(b)));
             }
         }
-        by(&mut self.nodes, node_key);
-        by(&mut self.pods, pod_key);
-        by(&mut self.inference_services, kube_key);
-        by(&mut self.serving_runtimes, kube_key);
-        by(&mut self.cluster_serving_runtimes, kube_key);
-        by(&mut self.inference_replicas, kube_key);
-        by(&mut self.base_models, kube_key);
-        by(&mut self.cluster_base_models, kube_key);
-        by(&mut self.persistent_volume_claims, kube_key);
-        by(&mut self.persistent_volumes, kube_key);
-        by(&mut self.config_maps, kube_key);
-        by(&mut self.controller_revisions, revision_key);
+        macro_rules! sort {
+            ($field:ident, $source:expr, $key:expr) => {
+                by(&mut self.$field, $key)
+            };
+        }
+        lists!(sort);
         if !self
             .unreadable
             .is_sorted_by(|a, b| unreadable_key(a) <= unreadable_key(b))
