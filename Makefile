@@ -90,18 +90,18 @@ MIX_SINGLE := 2494x1xA10x128,902x1xT4x192,10x4xV100M32x128,432x8xG2x192,219x8xG3
 MIX_SHARED := 2494x1xG2x128,902x1xG3x192,10x4xV100M32x128,432x8xG2x192,219x8xG3x192,122x8xV100M32x128,77x8xV100M16x128,22x8xA100x192
 MIX_SMALL := 1500x2xT4x104,600x4xT4x96,20x1xA10x128,400x8xG2x96,200x8xV100M32x96,58x8xG3x128
 
-bench-mix: ## `recommend --plan` on clusters of mixed node sizes (multigpu50 at load 0.95, GPUs only, seeds 1-3): its moves beside the proven bound, and the plugin's time end to end: make bench-mix OPENB=DIR
+bench-mix: ## `recommend --plan` on clusters of mixed node sizes (multigpu50 at load 0.95, GPUs only, seeds 1-3, filled spreading by GPUs free and by share free): its moves beside the proven bound, and the plugin's time end to end: make bench-mix OPENB=DIR
 	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }
 	$(CARGO) build -q --release -p alfred-shared --example trace_bench
 	$(CARGO) build -q --release -p kubectl-alfred
 	test -x $(TARGET_DIR)/bound-venv/bin/python || { python3 -m venv $(TARGET_DIR)/bound-venv && $(TARGET_DIR)/bound-venv/bin/pip install -q highspy; }
-	for mix in SINGLE SHARED SMALL; do for seed in 1 2 3; do \
+	for mix in SINGLE SHARED SMALL; do for fill in most-free free-share; do for seed in 1 2 3; do \
 	  case $$mix in SINGLE) nodes="$(MIX_SINGLE)";; SHARED) nodes="$(MIX_SHARED)";; SMALL) nodes="$(MIX_SMALL)";; esac; \
 	  $(TARGET_DIR)/release/examples/trace_bench --node-mix $$nodes --pods $(OPENB)/openb_pod_list_multigpu50.csv \
-	    --load 0.95 --seed $$seed --gpus-only --write $(TARGET_DIR)/mix-snapshot.json | grep -E '^(plan|steps)' && \
+	    --load 0.95 --seed $$seed --fill $$fill --gpus-only --write $(TARGET_DIR)/mix-snapshot.json | grep -E '^(plan|steps)' && \
 	  /usr/bin/time -f "plugin end to end: %e s, %M KiB" $(TARGET_DIR)/release/kubectl-alfred recommend -f $(TARGET_DIR)/mix-snapshot.json \
 	    --config shared/examples/churn/alfred-chart.yaml --plan -o json > $(TARGET_DIR)/mix-plan.json && \
-	  echo "$$mix $$seed: $$($(TARGET_DIR)/bound-venv/bin/python tests/bench/fewest_moves.py $(TARGET_DIR)/mix-snapshot.json --plan $(TARGET_DIR)/mix-plan.json --gpus-only 2>/dev/null)" || exit 1; done; done
+	  echo "$$mix $$fill $$seed: $$($(TARGET_DIR)/bound-venv/bin/python tests/bench/fewest_moves.py $(TARGET_DIR)/mix-snapshot.json --plan $(TARGET_DIR)/mix-plan.json --gpus-only 2>/dev/null)" || exit 1; done; done; done
 
 bench-churn: ## Fragmentation over time: the closed-loop replay of the openb trace (24 h after 2 h of warm-up), Alfred off or on with a configuration of shared/examples/churn (the chart alone; with followPlan; with a hold; 60 moves an hour, with and without a hold); JSON lines: make bench-churn OPENB=DIR [SEEDS="1 2 3"] [LOADS="0.9 0.97"] [ALFRED="off chart-plain chart chart-hold 60-an-hour 60-an-hour-hold"]
 	@test -n "$(OPENB)" || { echo "set OPENB to the directory holding the openb trace's CSV files" >&2; exit 2; }

@@ -184,7 +184,7 @@ struct Args {
 
 fn run() -> Result<(), String> {
     let args = Args::parse();
-    let pods_path = &args.trace.pods;
+    let pods_path = args.trace.pods()?;
     let profile_name = args.profile.clone();
     let profile_config = profile_config(&profile_name)?;
     let alfred = match args.alfred.as_str() {

@@ -49,11 +49,18 @@ fn main() {
 struct Args {
     #[command(flatten)]
     trace: trace::TraceArgs,
+    /// Measure the plan on this snapshot (`kubectl get -o json` of a cluster, or one a replay
+    /// wrote) instead of replaying the trace
+    #[arg(long, value_name = "SNAPSHOT", conflicts_with_all = ["nodes", "node_mix", "pods"])]
+    snapshot: Option<String>,
     /// The share of the cluster's GPUs the replay's tasks ask for
     #[arg(long, default_value_t = 0.95)]
     load: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// How the replay picks a task's node among those with room
+    #[arg(long, value_enum, default_value_t = trace::Fill::MostFree)]
+    fill: trace::Fill,
     /// The best plan of at most N moves
     #[arg(long, value_name = "N")]
     max_moves: Option<usize>,
@@ -74,28 +81,37 @@ struct Args {
 fn run() -> Result<(), String> {
     let args = Args::parse();
     let (load, seed, max_moves) = (args.load, args.seed, args.max_moves);
-    let nodes = args.trace.read_nodes()?;
-    let tasks = args.trace.read_tasks()?;
     let cpu_memory = !args.gpus_only;
-    let replay = trace::replay(&nodes, &tasks, load, seed, cpu_memory);
+    let json = match (&args.snapshot, &args.trace) {
+        (Some(path), _) => {
+            println!("snapshot: {path}");
+            trace::read_file(path)?
+        }
+        (None, trace) => {
+            let nodes = trace.read_nodes()?;
+            let tasks = trace.read_tasks()?;
+            let replay = trace::replay(&nodes, &tasks, load, seed, cpu_memory, args.fill);
+            println!(
+                "replay: {} nodes, {} GPUs, load {load} (asked {:.0} GPUs), seed {seed}: {} tasks placed, {} pending",
+                nodes.len(),
+                replay.gpus,
+                replay.asked,
+                replay.placed_tasks,
+                replay.pending_tasks
+            );
+            replay.json
+        }
+    };
     if let Some(path) = &args.write {
-        std::fs::write(path, &replay.json).map_err(|e| format!("{path}: {e}"))?;
+        std::fs::write(path, &json).map_err(|e| format!("{path}: {e}"))?;
         println!("snapshot written to {path}");
     }
-    let snapshot = Snapshot::parse(&replay.json).map_err(|e| e.to_string())?;
+    let snapshot = Snapshot::parse(&json).map_err(|e| e.to_string())?;
     let config = Config::parse("schemaVersion: 1\nmigration: {apiVersion: v1}\n")
         .map_err(|e| e.to_string())?;
     let now = "2026-09-28T10:15:00Z".parse().unwrap();
     let ctx = Context::build(&snapshot, &config, now);
     let cluster = &ctx.cluster;
-    println!(
-        "replay: {} nodes, {} GPUs, load {load} (asked {:.0} GPUs), seed {seed}: {} tasks placed, {} pending",
-        nodes.len(),
-        replay.gpus,
-        replay.asked,
-        replay.placed_tasks,
-        replay.pending_tasks
-    );
 
     let start = Instant::now();
     let movable = movable(&ctx);

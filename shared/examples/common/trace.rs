@@ -1,8 +1,8 @@
 //! A cluster replayed from a production GPU trace (Alibaba's openb, behind the ATC '23
 //! fragmentation paper), as `kubectl get -o json` prints it. Tasks drawn at random (seeded)
 //! arrive one after another and never leave until the GPUs they ask for reach LOAD x the
-//! cluster's GPUs; each lands where kube-scheduler's default scoring puts it (the allowed node
-//! with room and the most free GPUs, ties at random), or stays Pending.
+//! cluster's GPUs; each lands on the allowed node with room that the fill's score puts first
+//! (`Fill`, ties at random), or stays Pending.
 //!
 //! Whole-GPU tasks become single-Instance OMENative InferenceServices (steady, rows as OME
 //! persists them); GPU-sharing tasks become pods holding one GPU that are not OME's; CPU-only
@@ -145,6 +145,33 @@ pub struct Replay {
     pub asked: f64,
 }
 
+/// How the replay picks a task's node among those with room.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fill {
+    /// The most free GPUs: spreads, so larger nodes take tasks first
+    MostFree,
+    /// Every node with room ties, so tasks land where nodes are many: kube-scheduler's
+    /// default profile (which scores CPU and memory, not GPUs) when pods ask for GPUs only
+    Unscored,
+    /// The largest share of the node's GPUs left free once the task is on it, in whole
+    /// percent: NodeResourcesFit's LeastAllocated with the GPU among its scoring resources
+    LeastAllocated,
+    /// The largest share of the node's GPUs free before the task: spreads by share, so an
+    /// empty 1-GPU node ties with an empty 8-GPU one and small tasks land where nodes are many
+    FreeShare,
+}
+
+impl Fill {
+    fn score(self, free: i64, gpus: i64, holds: i64) -> i64 {
+        match self {
+            Fill::MostFree => free,
+            Fill::Unscored => 0,
+            Fill::LeastAllocated => (free - holds) * 100 / gpus.max(1),
+            Fill::FreeShare => free * 100 / gpus.max(1),
+        }
+    }
+}
+
 const MODEL: &str = "trace-model";
 const TIME: &str = "2026-09-28T10:00:00Z";
 
@@ -156,6 +183,7 @@ pub fn replay(
     load: f64,
     seed: u64,
     cpu_memory: bool,
+    fill: Fill,
 ) -> Replay {
     let mut rng = Rng::new(seed);
     let total: i64 = nodes.iter().map(|n| n.gpus).sum();
@@ -171,7 +199,6 @@ pub fn replay(
         let holds = task.holds();
         let allowed =
             |i: usize| task.gpu_spec.is_empty() || task.gpu_spec.contains(&nodes[i].model);
-        // kube-scheduler's default: among nodes with room, the most free GPUs; ties at random.
         let mut best: Vec<usize> = Vec::new();
         let mut most = -1;
         for i in 0..nodes.len() {
@@ -181,11 +208,12 @@ pub fn replay(
             {
                 continue;
             }
-            if free_gpu[i] > most {
-                most = free_gpu[i];
+            let score = fill.score(free_gpu[i], nodes[i].gpus, holds);
+            if score > most {
+                most = score;
                 best.clear();
             }
-            if free_gpu[i] == most {
+            if score == most {
                 best.push(i);
             }
         }
@@ -419,7 +447,7 @@ fn commonest_eight_gpu_node(nodes: &[TraceNode]) -> Option<&TraceNode> {
 #[derive(clap::Args)]
 pub struct TraceArgs {
     /// The openb node list (openb_node_list_gpu_node.csv)
-    #[arg(long, value_name = "FILE", required_unless_present = "node_mix")]
+    #[arg(long, value_name = "FILE")]
     pub nodes: Option<String>,
     /// Build the nodes from counts instead of a node list: COUNTxGPUSxMODELxCPUS, comma-
     /// separated (e.g. 2494x1xA10x128,432x8xG2x192); each node has 8 GiB of memory per CPU
@@ -427,7 +455,7 @@ pub struct TraceArgs {
     pub node_mix: Option<String>,
     /// An openb task list (openb_pod_list_*.csv)
     #[arg(long, value_name = "FILE")]
-    pub pods: String,
+    pub pods: Option<String>,
     /// Replace the node list with N 8-GPU nodes of the trace's commonest 8-GPU type
     #[arg(long, value_name = "N")]
     pub eight_gpu_nodes: Option<usize>,
@@ -455,8 +483,15 @@ impl TraceArgs {
         }
     }
 
+    /// The task list's path.
+    pub fn pods(&self) -> Result<&str, String> {
+        self.pods
+            .as_deref()
+            .ok_or_else(|| "name an openb task list (--pods)".into())
+    }
+
     pub fn read_tasks(&self) -> Result<Vec<Task>, String> {
-        read_tasks(&read_file(&self.pods)?)
+        read_tasks(&read_file(self.pods()?)?)
     }
 }
 
