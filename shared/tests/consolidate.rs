@@ -147,6 +147,50 @@ fn a_node_that_could_be_emptied_is_not_spoiled_for_a_smaller_pod() {
     assert_eq!(plan.after().whole_free_nodes, 1);
 }
 
+#[test]
+fn a_node_every_waiting_pod_needs_is_not_landed_on_while_one_more_move_makes_room() {
+    // Two 8-GPU pods wait, and two nodes could be emptied for them: p (a 4-GPU and a 1-GPU
+    // Instance) and q (four 1-GPU Instances, 4 free). Only q has 4 GPUs free; r (4 pinned, 3
+    // free) has them once its 1-GPU Instance moves. Landing p's 4-GPU Instance on q seats one
+    // pod in two moves and spoils q for good; one more move seats both.
+    let mut w = World::new();
+    for n in ["p", "q", "r", "s", "t", "u"] {
+        w = w.node(n, 8);
+    }
+    let w = w
+        .omenative("team", "p-four", &[("p", 4)])
+        .omenative("team", "p-one", &[("p", 1)])
+        .omenative("team", "q-one-0", &[("q", 1)])
+        .omenative("team", "q-one-1", &[("q", 1)])
+        .omenative("team", "q-one-2", &[("q", 1)])
+        .omenative("team", "q-one-3", &[("q", 1)])
+        .omenative("team", "r-one", &[("r", 1)])
+        .omenative("team", "pinned", &[("r", 4), ("s", 5), ("t", 6), ("u", 6)])
+        .annotate("pinned", "alfred.ome.io/movable", "false")
+        .pending("team", "big-0", 8, 20, "big");
+    let target_of = |plan: &ConsolidationPlan, workload: &str| {
+        let step = plan.steps.iter().find(|s| s.workload == workload);
+        step.map(|s| s.to.join(","))
+    };
+    // One pod waits: q is not needed, so the cheapest room is taken.
+    let plan = plan_of(&w, None);
+    assert_eq!(plan.after().pending_gpus, 8, "{:?}", moves_of(&plan));
+    assert_eq!(plan.steps.len(), 2, "{:?}", moves_of(&plan));
+    assert_eq!(target_of(&plan, "team/p-four").as_deref(), Some("q"));
+    // Two wait: both p and q are needed whole.
+    let plan = plan_of(&w.pending("team", "big-1", 8, 20, "big"), None);
+    let moves = moves_of(&plan);
+    assert_eq!(plan.after().pending_gpus, 16, "{moves:?}");
+    assert_eq!(plan.after().whole_free_nodes, 2, "{moves:?}");
+    assert_eq!(moves.len(), 7, "{moves:?}");
+    let r_one = moves
+        .iter()
+        .position(|m| m.starts_with("team/r-one to "))
+        .unwrap();
+    let p_four = moves.iter().position(|m| m == "team/p-four to r").unwrap();
+    assert!(r_one < p_four, "{moves:?}");
+}
+
 /// A random cluster: 3-6 nodes of 4 or 8 GPUs (some without the model) holding single-pod
 /// Instances of 1, 2 or 4 GPUs (some not movable), and 1-4 pending pods of 1, 2, 4 or 8 GPUs.
 fn world() -> impl Strategy<Value = World> {

@@ -16,13 +16,16 @@
 //! the cluster as the earlier moves leave it (`simulate::Surges`): GPU room picks the target,
 //! the filters may refuse it, and then the next is taken.
 //!
-//! Three rules keep the greedy from spoiling what later rounds need: moves land on nodes
+//! Four rules keep the greedy from spoiling what later rounds need: moves land on nodes
 //! that cannot be emptied anyway (they hold GPUs that stay, or are promised to pending pods)
 //! before nodes that could be (best fit within each); while pods that need a whole node
-//! wait, a node that could be emptied for them is only ever emptied whole; and a pool's free
-//! GPUs, which moves only move around it, are kept for the largest pending pods they can
-//! hold, so a smaller pod seated in fewer moves does not take the room a larger one needs
-//! (until no action seats those).
+//! wait, a node that could be emptied for them is only ever emptied whole; while they are at
+//! least as many as the nodes that could still be emptied for them (so each is wanted), a
+//! move lands on such a node only where no move of smaller Instances off a node that stays
+//! busy makes the room, costly as that move is now (`search::scarce_whole_nodes`); and a
+//! pool's free GPUs, which moves only move around it, are kept for the largest pending pods
+//! they can hold, so a smaller pod seated in fewer moves does not take the room a larger one
+//! needs (until no action seats those).
 //!
 //! `setup` builds the starting state, `rooms` keeps the room index, `search` finds the next
 //! action by its bound (and, for a held node, the action that carries on emptying it), `trial`
@@ -234,6 +237,12 @@ struct Planner<'a, 's> {
     largest_room: HashMap<String, i64>,
     /// Per signature: the largest pending pod still waiting.
     largest_waiting: Vec<i64>,
+    /// Per node: the version it was last looked at, and whether it could then be emptied for
+    /// a pod needing all of it; per (signature, node size): how many such nodes there are.
+    emptiable: Vec<(Option<u32>, bool)>,
+    emptiable_count: FxHashMap<search::Group, usize>,
+    /// The groups whose every node a waiting pod needs whole (`scarce_whole_nodes`).
+    scarce: FxHashSet<search::Group>,
     /// Every pending pod seated so far and where: (pod, node), in order.
     seated: Vec<(usize, usize)>,
 }

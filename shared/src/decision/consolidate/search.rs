@@ -1,10 +1,13 @@
 //! The search for the next action: every prefix of each node's eviction order is a candidate,
 //! bounded by the GPUs it seats per move, tried best bound first.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Planner;
 use super::trial::Trial;
+
+/// Nodes that waiting pods see alike: (signature, node size in GPUs).
+pub(super) type Group = (usize, i64);
 
 impl Planner<'_, '_> {
     /// Pending GPUs an unplaced-pods-only best fit would seat in `room` on a node of
@@ -35,6 +38,81 @@ impl Planner<'_, '_> {
             .unwrap_or(0)
     }
 
+    /// The (signature, node size) groups whose nodes a waiting pod would need every one of,
+    /// for a pod that needs a whole node: the waiting pods matched to the nodes that could
+    /// still be emptied for them (nothing on them stays, no Instance on them is as large as
+    /// the node), the pods with the fewest groups first, each to the group with the most
+    /// nodes left. A group is scarce when it is used up, or a pod found no node.
+    fn scarce_whole_nodes(&mut self) -> FxHashSet<Group> {
+        for n in (0..self.free.len()).filter(|&n| self.host[n]) {
+            let version = Some(self.version[n]);
+            if self.emptiable[n].0 == version {
+                continue;
+            }
+            let total = self.ctx.cluster.nodes[n].gpu_total;
+            let on = self.on_node[n].iter().filter(|&&m| !self.moved[m]);
+            let largest = on.map(|&m| self.movables[m].gpus_on(n)).max();
+            let now = self.rank(n) == 1 && largest.unwrap_or(0) < total;
+            let count = self
+                .emptiable_count
+                .entry((self.signature[n], total))
+                .or_default();
+            match (self.emptiable[n].1, now) {
+                (false, true) => *count += 1,
+                (true, false) => *count -= 1,
+                _ => {}
+            }
+            self.emptiable[n] = (version, now);
+        }
+        let mut left = self.emptiable_count.clone();
+        left.retain(|_, count| *count > 0);
+        let mut waiting: FxHashMap<(usize, i64), usize> = FxHashMap::default();
+        for k in (0..self.needs.len()).filter(|&k| !self.placed[k]) {
+            *waiting
+                .entry((self.needs[k].class, self.needs[k].gpus))
+                .or_default() += 1;
+        }
+        let groups_of = |&(class, gpus): &(usize, i64)| -> Vec<Group> {
+            let mut groups: Vec<Group> = left
+                .keys()
+                .copied()
+                .filter(|&(sig, total)| total == gpus && self.signatures[sig].contains(&class))
+                .collect();
+            groups.sort_unstable();
+            groups
+        };
+        let mut demand: Vec<((usize, i64), usize, Vec<Group>)> = waiting
+            .into_iter()
+            .map(|(need, count)| (need, count, groups_of(&need)))
+            .filter(|(_, _, groups)| !groups.is_empty())
+            .collect();
+        demand.sort_unstable_by_key(|(need, _, groups)| (groups.len(), *need));
+        let mut scarce = FxHashSet::default();
+        for (_, count, groups) in demand {
+            let mut wanting = count;
+            while wanting > 0 {
+                let Some(group) = groups
+                    .iter()
+                    .copied()
+                    .max_by_key(|g| (left[g], std::cmp::Reverse(*g)))
+                else {
+                    break;
+                };
+                if left[&group] == 0 {
+                    scarce.extend(groups.iter().copied());
+                    break;
+                }
+                let taken = wanting.min(left[&group]);
+                *left.get_mut(&group).expect("a group") -= taken;
+                wanting -= taken;
+                if left[&group] == 0 {
+                    scarce.insert(group);
+                }
+            }
+        }
+        scarce
+    }
+
     /// The action with the most pending GPUs made placeable per move, within `budget` moves.
     /// Every prefix (largest first) of each node's movables is a candidate, bounded by the
     /// GPUs it seats per Instance taken off; candidates are tried in bound order, each with
@@ -62,6 +140,7 @@ impl Planner<'_, '_> {
         let largest_waiting: Vec<i64> = (0..self.signatures.len())
             .map(|sig| self.largest_waiting_for(sig))
             .collect();
+        self.scarce = self.scarce_whole_nodes();
         if largest_waiting != self.largest_waiting {
             // Which nodes may be half emptied changes: work every node out again.
             self.largest_waiting = largest_waiting;

@@ -99,6 +99,9 @@ impl<'a, 's> Planner<'a, 's> {
             dirty: (0..nodes).collect(),
             largest_room: HashMap::new(),
             largest_waiting: Vec::new(),
+            emptiable: vec![(None, false); nodes],
+            emptiable_count: FxHashMap::default(),
+            scarce: FxHashSet::default(),
             seated: Vec::new(),
         };
         for n in 0..nodes {

@@ -56,6 +56,7 @@ impl Planner<'_, '_> {
                     .then(|| self.chained(&mut trial, m, pod, true))
                     .flatten();
                 let to = match swapped.or_else(|| self.direct(&trial, &[], m, pod, None)) {
+                    Some(to) if self.wanted_whole(to) => self.kept_whole(&mut trial, m, pod, to),
                     Some(to) => to,
                     None => self.chained(&mut trial, m, pod, false).ok_or((m, pod))?,
                 };
@@ -70,6 +71,30 @@ impl Planner<'_, '_> {
             trial.moves.push((m, targets));
         }
         Ok(trial)
+    }
+
+    /// Whether node `n` could be emptied for a waiting pod that needs all of it, and every
+    /// such node is wanted: a move landing there spoils it for good (a moved Instance does
+    /// not move again).
+    pub(super) fn wanted_whole(&self, n: usize) -> bool {
+        self.rank(n) == 1
+            && self
+                .scarce
+                .contains(&(self.signature[n], self.ctx.cluster.nodes[n].gpu_total))
+    }
+
+    /// Where `pod` of movable `m` goes instead of `spoiled`, a node a waiting pod wants
+    /// whole: room made by moving smaller Instances off a node that cannot be emptied anyway,
+    /// when there is such room to make; `spoiled` otherwise.
+    fn kept_whole(&self, trial: &mut Trial, m: usize, pod: usize, spoiled: usize) -> usize {
+        let mut chained = trial.clone();
+        match self.chained(&mut chained, m, pod, false) {
+            Some(n) if self.rank(n) == 0 => {
+                *trial = chained;
+                n
+            }
+            _ => spoiled,
+        }
     }
 
     /// Would the scheduler's filters let `pod` start on node `n`, with the `staged` moves
@@ -128,6 +153,7 @@ impl Planner<'_, '_> {
         let usable = |n: usize| {
             !trial.leaving.contains(&n)
                 && Some(n) != avoid
+                && (avoid.is_none() || !self.wanted_whole(n))
                 && room(n) >= gpus
                 && self.ctx.model_allows(component, n)
                 && self.admits(pod, n, &[&trial.staged, extra])
