@@ -7,7 +7,9 @@
 //!
 //! `--eight-gpu-nodes N` replaces the node list with N 8-GPU nodes of the trace's commonest
 //! 8-GPU type; `--repeat-nodes N` repeats the node list to N nodes (the trace's mix of 1, 2, 4
-//! and 8 GPUs over its GPU models, on a larger cluster). Reports pending GPUs placeable
+//! and 8 GPUs over its GPU models, on a larger cluster); `--node-mix` builds the nodes from
+//! counts, `--fill` says how tasks pick their nodes, and `--snapshot FILE` measures a
+//! snapshot instead of a replay. Reports pending GPUs placeable
 //! (largest first, best fit) and whole free nodes now, after the plan and after the ideal
 //! repack (first-fit decreasing of every movable Instance but those that fill their node,
 //! other pods pinned), the plan's moves and GPUs moved, the Instances on the nodes the ideal
