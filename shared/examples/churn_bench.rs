@@ -36,10 +36,11 @@
 //! `--load-seconds` after binding (or failed, for a share `--fail-rate`), then the source
 //! drains; unready by `--ready-timeout-minutes` it expires. A request that can never resolve
 //! is resolved by an operator after `--operator-minutes`, as the runbook says. Every send is
-//! checked independently: `capViolations` (in flight, per hour, cooldowns), `staleSends`
-//! (the Instance not on its source or busy, or its target without room), `bounceBacks` (a send
-//! within 1 h of the end of the Instance's last move, or back to a node it left within 24 h; a
-//! request retried after a failed one is not a move again).
+//! checked from the outside (`churn/checks.rs`): `capViolations` (in flight, per hour,
+//! cooldowns), `staleSends` (the Instance not on its source or busy, or its target without
+//! room), `bounceBacks` (a send within 1 h of the end of the Instance's last move, or back to
+//! a node it left within 24 h; a request retried after a failed one is not a move again),
+//! `sentTwice` (a UUID again, or a second request while one is in flight).
 //!
 //! A read after an event is made from the last one, moving the objects of the tasks that did not
 //! change; `--check-reads` compares each with a whole read and fails the pass if they differ.
@@ -53,6 +54,8 @@
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::time::Instant;
 
+#[path = "churn/checks.rs"]
+mod checks;
 #[path = "common/repack.rs"]
 mod repack;
 #[path = "churn/scheduler.rs"]
@@ -116,6 +119,9 @@ struct Options {
     check_reads: bool,
     /// The cluster written to FILE at the first sample this many minutes in.
     snapshot: Option<(f64, String)>,
+    /// The bounds the outside checks hold requests to, where not Alfred's own (a test's
+    /// stricter ones, to see a violation counted).
+    checked: Option<checks::Bounds>,
 }
 
 /// The closed-loop replay: arrivals, departures and Alfred's passes on a virtual clock.
@@ -223,6 +229,7 @@ fn run() -> Result<(), String> {
         log: args.log,
         check_reads: args.check_reads,
         snapshot: args.snapshot_at.zip(args.snapshot_out.clone()),
+        checked: None,
     };
     let nodes_path = args.trace.nodes_source();
     let mut nodes = args.trace.read_nodes()?;
@@ -315,6 +322,18 @@ fn profile_config(name: &str) -> Result<Config, String> {
 }
 
 /// The profile the scheduler places with.
+/// The bounds a request must keep, from Alfred's configuration.
+fn bounds(config: &Config) -> checks::Bounds {
+    let minutes = |m: i64| m.max(0) as u64 * MINUTE;
+    checks::Bounds {
+        in_flight: config.max_in_flight_migrations as usize,
+        per_hour: config.max_migrations_per_hour as usize,
+        workload_cooldown: minutes(config.per_workload_cooldown_minutes),
+        node_cooldown: minutes(config.per_node_cooldown_minutes),
+        placement_cooldown: minutes(config.recent_placement_cooldown_minutes),
+    }
+}
+
 fn select(config: &Config) -> Result<Profile, String> {
     let probe = NewPod {
         name: "probe".into(),
@@ -340,6 +359,7 @@ struct Report {
     waits: BTreeMap<i64, Vec<f64>>,
     placed: BTreeMap<i64, usize>,
     alfred: Counters,
+    checks: checks::Counts,
 }
 
 impl Report {
@@ -352,7 +372,7 @@ impl Report {
             w.get(((w.len() as f64 * 0.95).ceil() as usize).saturating_sub(1))
                 .map(|&x| tenth(x))
         };
-        let a = &self.alfred;
+        let (a, c) = (&self.alfred, &self.checks);
         json!({
             "fragPendingGpuHours": hours(self.frag_gpu_ms),
             "pendingGpuHours": hours(self.pending_gpu_ms),
@@ -360,9 +380,9 @@ impl Report {
             "placedBySize": SIZES.iter().map(|s| (s.to_string(), json!({
                 "placed": self.placed.get(s).copied().unwrap_or(0),
                 "arrived": self.waits.get(s).map_or(0, Vec::len)}))).collect::<serde_json::Map<_, _>>(),
-            "moves": a.moves, "bounceBacks": a.bounce_backs, "capViolations": a.cap_violations,
-            "capViolationsBy": a.violated,
-            "staleSends": a.stale_sends, "journalMaxBytes": a.journal_max_bytes, "passes": a.passes,
+            "moves": a.moves, "bounceBacks": c.bounce_backs, "capViolations": c.cap_violations,
+            "capViolationsBy": c.violated, "sentTwice": c.sent_twice,
+            "staleSends": c.stale_sends, "journalMaxBytes": a.journal_max_bytes, "passes": a.passes,
             "migrations": {"completed": a.completed, "failed": a.failed, "expired": a.expired,
                 "neverAcknowledged": a.never_acknowledged, "ownerGone": a.owner_gone,
                 "operatorResolves": a.operator_resolves, "surgesBound": a.surges_bound,
@@ -419,8 +439,12 @@ fn replay(
         },
         uuids: 0,
         counters: Counters::default(),
-        sent: Vec::new(),
-        config: options.alfred.clone().unwrap_or_default(),
+        checks: checks::SendChecks::new(
+            options
+                .checked
+                .clone()
+                .unwrap_or_else(|| bounds(&options.alfred.clone().unwrap_or_default())),
+        ),
         node_index: nodes
             .iter()
             .enumerate()
@@ -584,6 +608,7 @@ fn replay(
         }
     }
     report.alfred = world.counters;
+    report.checks = world.checks.counts;
     Ok(report)
 }
 
@@ -679,6 +704,7 @@ mod tests {
             log: false,
             check_reads: true,
             snapshot: None,
+            checked: None,
         }
     }
 
@@ -718,6 +744,45 @@ mod tests {
             alfred.moves,
             alfred.holds_placed
         );
-        assert_eq!((alfred.cap_violations, alfred.stale_sends), (0, 0));
+        let checks = &report.checks;
+        assert_eq!(
+            (checks.cap_violations, checks.stale_sends, checks.sent_twice),
+            (0, 0, 0)
+        );
+    }
+    #[test]
+    fn the_outside_checks_count_a_bound_the_requests_break() {
+        // Alfred keeps 60 an hour; checked against 2 an hour and an hour between moves on a
+        // node, the same replay's requests break both, and the checks say so.
+        let (nodes, tasks) = trace();
+        let profile_config = profile_config("default").expect("the default profile");
+        let mut config = Config::parse(include_str!("churn/alfred-60-an-hour-hold.yaml"))
+            .expect("the example configuration");
+        config.scheduling_profiles = profile_config.scheduling_profiles.clone();
+        let profile = select(&profile_config).expect("the profile");
+        let run = |checked: Option<checks::Bounds>| {
+            let options = Options {
+                checked,
+                ..options(3.0, 0.5, Some(config.clone()))
+            };
+            let report = replay(&nodes, &tasks, &profile, &options).expect("the replay runs");
+            (report.alfred.moves, report.checks)
+        };
+        let (moves, kept) = run(None);
+        assert!(moves > 2, "{moves} moves");
+        assert_eq!(kept.cap_violations, 0, "{kept:?}");
+        let mut strict = bounds(&config);
+        strict.per_hour = 2;
+        strict.node_cooldown = HOUR;
+        let (strict_moves, broken) = run(Some(strict));
+        assert_eq!(
+            strict_moves, moves,
+            "the checks change nothing of the replay"
+        );
+        assert!(broken.violated.contains_key("perHour"), "{broken:?}");
+        assert_eq!(
+            broken.violated.values().sum::<usize>(),
+            broken.cap_violations
+        );
     }
 }

@@ -13,9 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::trace::{self, Task, TraceNode};
-use crate::world::{
-    Event, HOUR, Held, Live, MINUTE, Sent, Step, World, stamp, stamp_before, timestamp,
-};
+use crate::world::{Event, Held, Live, Step, World, stamp, stamp_before, timestamp};
 use alfred::api::keys::HELD_SINCE;
 use alfred::execute::hold;
 
@@ -129,7 +127,7 @@ impl Store for World<'_, '_> {
         let Some((uuid, payload)) = request else {
             return Err(refused("the patch removed the request".into()));
         };
-        self.check_send(k, &payload);
+        self.check_send(k, &uuid, &payload);
         self.last_read = None;
         let pod = &mut self.live[k];
         pod.request = Some((uuid, payload));
@@ -174,80 +172,31 @@ impl World<'_, '_> {
         json!({"metadata": metadata})
     }
 
-    /// Counts what a send breaks: the bounds (in flight, per hour, cooldowns) and what a fresh
-    /// read would refuse (the Instance not on its source, busy, or its target without room);
-    /// and whether it undoes a recent move.
-    fn check_send(&mut self, k: usize, payload: &str) {
-        let now = self.now;
+    /// Judges a send from the outside (`checks`): the request as it appeared, and the cluster
+    /// as a fresh read shows it.
+    fn check_send(&mut self, k: usize, uuid: &str, payload: &str) {
         let request = migration::parse_request(payload).ok();
-        let from = request
-            .as_ref()
-            .and_then(|r| r.from_node.as_deref())
-            .unwrap_or("");
-        let target = request
-            .as_ref()
-            .and_then(|r| r.hint_target_nodes.first())
-            .and_then(|t| self.node_index.get(t).copied());
-        let from = self.node_index.get(from).copied();
+        let node = |name: Option<&String>| name.and_then(|n| self.node_index.get(n).copied());
+        let from = node(request.as_ref().and_then(|r| r.from_node.as_ref()));
+        let target = node(request.as_ref().and_then(|r| r.hint_target_nodes.first()));
         let pod = &self.live[k];
-        let c = &self.config;
-        let minutes = |m: i64| m.max(0) as u64 * MINUTE;
-        let in_flight = self.sent.iter().filter(|s| s.ended.is_none()).count();
-        let last_hour = self.sent.iter().filter(|s| now - s.at < HOUR).count();
-        // The workload cooldown runs from the end of a migration OME ran, whoever asked.
-        let workload_cooling = pod
-            .migration_ended
-            .is_some_and(|e| now - e / 1000 * 1000 < minutes(c.per_workload_cooldown_minutes));
-        let node_cooling = self.sent.iter().any(|s| {
-            now - s.at < minutes(c.per_node_cooldown_minutes)
-                && [Some(s.from), s.target]
-                    .iter()
-                    .any(|n| n.is_some() && (*n == from || *n == target))
-        });
-        // The API server keeps a pod's start to the second.
-        let ago = now - pod.started / 1000 * 1000 + pod.pod_ran_before() / 1000 * 1000;
-        let placed_recently = ago < minutes(c.recent_placement_cooldown_minutes);
-        let broken = [
-            (
-                "inFlight",
-                in_flight + 1 > c.max_in_flight_migrations as usize,
-            ),
-            (
-                "perHour",
-                last_hour + 1 > c.max_migrations_per_hour as usize,
-            ),
-            ("workloadCooldown", workload_cooling),
-            ("nodeCooldown", node_cooling),
-            ("placementCooldown", placed_recently),
-        ];
-        if let Some((bound, _)) = broken.iter().find(|(_, broken)| *broken) {
-            self.counters.cap_violations += 1;
-            *self.counters.violated.entry(bound).or_default() += 1;
-        }
-        let stale = from.is_none()
-            || pod.node != from
-            || pod.migration.is_some()
-            || target.is_none_or(|t| !self.scheduler.has_room(t, pod.row));
-        if stale {
-            self.counters.stale_sends += 1;
-        }
-        // A request retried after one that failed is not a move again: the Instance never left.
-        let moved_lately = pod.left.last().is_some_and(|&(_, at)| now - at < HOUR);
-        let back = target.is_some_and(|t| {
-            pod.left
-                .iter()
-                .any(|&(n, at)| n == t && now - at < 24 * HOUR)
-        });
-        if moved_lately || back {
-            self.counters.bounce_backs += 1;
-        }
-        self.sent.push(Sent {
-            at: now,
-            task: k,
-            from: from.unwrap_or(usize::MAX),
+        let seen = crate::checks::Seen {
+            on: pod.node,
+            migrating: pod.migration.is_some(),
+            target_room: target.is_some_and(|t| self.scheduler.has_room(t, pod.row)),
+            migration_ended: pod.migration_ended,
+            // The API server keeps a pod's start to the second.
+            ran_for: self.now - pod.started / 1000 * 1000 + pod.pod_ran_before() / 1000 * 1000,
+            left: pod.left.clone(),
+        };
+        let request = crate::checks::Request {
+            at: self.now,
+            uuid: uuid.to_string(),
+            workload: k,
+            from,
             target,
-            ended: None,
-        });
+        };
+        self.checks.send(&request, &seen);
     }
 
     /// What an operator does about a request that can never resolve once it has held Alfred
@@ -291,9 +240,8 @@ impl World<'_, '_> {
             }
             journal.entries.retain(|e| &e.uuid != uuid);
             self.counters.operator_resolves += 1;
-            let open = self.sent.iter_mut().rev().find(|s| Some(s.task) == task);
-            if let Some(s) = open.filter(|s| s.ended.is_none()) {
-                s.ended = Some(self.now);
+            if let Some(k) = task {
+                self.checks.end(k, self.now);
             }
         }
         let breaker = self.journal.breaker.clone().unwrap_or_default();

@@ -5,7 +5,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use alfred::config::Config;
 use alfred::execute::run::JournalDoc;
 use serde_json::{Value, json};
 
@@ -137,11 +136,6 @@ pub struct Counters {
     pub never_acknowledged: usize,
     pub owner_gone: usize,
     pub operator_resolves: usize,
-    pub bounce_backs: usize,
-    pub cap_violations: usize,
-    /// Which bound each violation broke (the first that applies).
-    pub violated: std::collections::BTreeMap<&'static str, usize>,
-    pub stale_sends: usize,
     pub journal_max_bytes: usize,
     /// Holds placed, and released by reason; held pods that bound on their held node.
     pub holds_placed: usize,
@@ -153,15 +147,6 @@ pub struct Counters {
     pub surges_off_hints: usize,
     /// First pass error seen, for the report.
     pub first_error: Option<String>,
-}
-
-/// One of Alfred's requests as sent: when, for which task, from and to which node.
-pub struct Sent {
-    pub at: u64,
-    pub task: usize,
-    pub from: usize,
-    pub target: Option<usize>,
-    pub ended: Option<u64>,
 }
 
 /// One of Alfred's holds as the world carries it: the taint on `node` for task `task`, since
@@ -188,9 +173,8 @@ pub struct World<'c, 's> {
     pub journal: JournalDoc,
     pub uuids: u64,
     pub counters: Counters,
-    pub sent: Vec<Sent>,
-    /// Alfred's configuration, for the independent check of its bounds.
-    pub config: Config,
+    /// Alfred's requests judged from the outside.
+    pub checks: crate::checks::SendChecks,
     pub node_index: std::collections::HashMap<String, usize>,
     pub writer: crate::store::Writer,
     pub holds: Vec<Held>,
@@ -359,14 +343,7 @@ impl<'c, 's> World<'c, 's> {
         self.live[k].version += 1;
         self.waiting.retain(|w| w.task != k);
         let now = self.now;
-        if let Some(s) = self
-            .sent
-            .iter_mut()
-            .rev()
-            .find(|s| s.task == k && s.ended.is_none())
-        {
-            s.ended = Some(now);
-        }
+        self.checks.end(k, now);
         self.retry = true;
     }
 
@@ -474,9 +451,7 @@ impl<'c, 's> World<'c, 's> {
         pod.index = m.surge_index;
         pod.started = m.surge_started;
         self.scheduler.release(from, row);
-        if let Some(s) = self.sent.iter_mut().rev().find(|s| s.task == k) {
-            s.ended = Some(now);
-        }
+        self.checks.end(k, now);
         self.counters.completed += 1;
         self.end_migration(k, "Completed", "");
         self.retry = true;
@@ -520,9 +495,7 @@ impl<'c, 's> World<'c, 's> {
                 self.retry = true;
             }
             self.waiting.retain(|w| !(w.task == k && w.surge));
-            if let Some(s) = self.sent.iter_mut().rev().find(|s| s.task == k) {
-                s.ended = Some(now);
-            }
+            self.checks.end(k, now);
         }
     }
 }
