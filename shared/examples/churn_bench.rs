@@ -727,12 +727,8 @@ mod tests {
     #[test]
     fn reads_made_from_the_last_one_equal_whole_reads() {
         let (nodes, tasks) = trace();
-        let profile_config = profile_config("default").expect("the default profile");
-        let mut config = Config::parse(include_str!("churn/alfred-60-an-hour-hold.yaml"))
-            .expect("the example configuration");
-        config.scheduling_profiles = profile_config.scheduling_profiles.clone();
+        let (config, profile) = hold_config();
         let options = options(3.0, 0.5, Some(config));
-        let profile = select(&profile_config).expect("the profile");
         let report = replay(&nodes, &tasks, &profile, &options).expect("the replay runs");
         let alfred = &report.alfred;
         assert_eq!(alfred.pass_errors, 0, "{:?}", alfred.first_error);
@@ -750,16 +746,22 @@ mod tests {
             (0, 0, 0)
         );
     }
+
+    /// The example configuration of 60 an hour with a hold, under the default profile.
+    fn hold_config() -> (Config, Profile) {
+        let profile_config = profile_config("default").expect("the default profile");
+        let mut config = Config::parse(include_str!("churn/alfred-60-an-hour-hold.yaml"))
+            .expect("the example configuration");
+        config.scheduling_profiles = profile_config.scheduling_profiles.clone();
+        (config, select(&profile_config).expect("the profile"))
+    }
+
     #[test]
     fn the_outside_checks_count_a_bound_the_requests_break() {
         // Alfred keeps 60 an hour; checked against 2 an hour and an hour between moves on a
         // node, the same replay's requests break both, and the checks say so.
         let (nodes, tasks) = trace();
-        let profile_config = profile_config("default").expect("the default profile");
-        let mut config = Config::parse(include_str!("churn/alfred-60-an-hour-hold.yaml"))
-            .expect("the example configuration");
-        config.scheduling_profiles = profile_config.scheduling_profiles.clone();
-        let profile = select(&profile_config).expect("the profile");
+        let (config, profile) = hold_config();
         let run = |checked: Option<checks::Bounds>| {
             let options = Options {
                 checked,
