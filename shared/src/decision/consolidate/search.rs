@@ -38,11 +38,12 @@ impl Planner<'_, '_> {
             .unwrap_or(0)
     }
 
-    /// The (signature, node size) groups whose nodes a waiting pod would need every one of,
-    /// for a pod that needs a whole node: the waiting pods matched to the nodes that could
-    /// still be emptied for them (nothing on them stays, no Instance on them is as large as
-    /// the node), the pods with the fewest groups first, each to the group with the most
-    /// nodes left. A group is scarce when it is used up, or a pod found no node.
+    /// The groups whose every node is wanted whole by a waiting pod. Pods waiting for a
+    /// whole node are matched to the nodes that could still be emptied for them (nothing on
+    /// them stays, and no Instance on them is as large as the node), the pods with the fewest
+    /// groups first, each to its group with the most nodes left; a group is scarce when that
+    /// uses it up, or when one of its pods finds no node left. Nodes are looked at again only
+    /// when they changed (`version`).
     fn scarce_whole_nodes(&mut self) -> FxHashSet<Group> {
         for n in (0..self.free.len()).filter(|&n| self.host[n]) {
             let version = Some(self.version[n]);
