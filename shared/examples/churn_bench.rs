@@ -321,7 +321,6 @@ fn profile_config(name: &str) -> Result<Config, String> {
     Config::parse(&yaml).map_err(|e| e.to_string())
 }
 
-/// The profile the scheduler places with.
 /// The bounds a request must keep, from Alfred's configuration.
 fn bounds(config: &Config) -> checks::Bounds {
     let minutes = |m: i64| m.max(0) as u64 * MINUTE;
@@ -334,6 +333,7 @@ fn bounds(config: &Config) -> checks::Bounds {
     }
 }
 
+/// The profile the scheduler places with.
 fn select(config: &Config) -> Result<Profile, String> {
     let probe = NewPod {
         name: "probe".into(),
@@ -439,12 +439,12 @@ fn replay(
         },
         uuids: 0,
         counters: Counters::default(),
-        checks: checks::SendChecks::new(
+        checks: checks::SendChecks::new(options.checked.clone().unwrap_or_else(|| {
             options
-                .checked
-                .clone()
-                .unwrap_or_else(|| bounds(&options.alfred.clone().unwrap_or_default())),
-        ),
+                .alfred
+                .as_ref()
+                .map_or_else(|| bounds(&Config::default()), bounds)
+        })),
         node_index: nodes
             .iter()
             .enumerate()
@@ -759,7 +759,7 @@ mod tests {
     #[test]
     fn the_outside_checks_count_a_bound_the_requests_break() {
         // Alfred keeps 60 an hour; checked against 2 an hour and an hour between moves on a
-        // node, the same replay's requests break both, and the checks say so.
+        // node, the same replay's requests break the hourly cap, and the checks say so.
         let (nodes, tasks) = trace();
         let (config, profile) = hold_config();
         let run = |checked: Option<checks::Bounds>| {

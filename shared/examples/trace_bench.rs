@@ -84,12 +84,13 @@ fn run() -> Result<(), String> {
     let args = Args::parse();
     let (load, seed, max_moves) = (args.load, args.seed, args.max_moves);
     let cpu_memory = !args.gpus_only;
-    let json = match (&args.snapshot, &args.trace) {
-        (Some(path), _) => {
+    let json = match &args.snapshot {
+        Some(path) => {
             println!("snapshot: {path}");
             trace::read_file(path)?
         }
-        (None, trace) => {
+        None => {
+            let trace = &args.trace;
             let nodes = trace.read_nodes()?;
             let tasks = trace.read_tasks()?;
             let replay = trace::replay(&nodes, &tasks, load, seed, cpu_memory, args.fill);

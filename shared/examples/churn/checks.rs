@@ -101,14 +101,16 @@ impl SendChecks {
     pub fn send(&mut self, r: &Request, seen: &Seen) -> Verdict {
         let b = &self.bounds;
         let now = r.at;
+        // Records read from a cluster may come a little out of order: never below zero.
+        let since = |t: u64| now.saturating_sub(t);
         let in_flight = self.sent.iter().filter(|s| s.ended.is_none()).count();
-        let last_hour = self.sent.iter().filter(|s| now - s.at < HOUR).count();
+        let last_hour = self.sent.iter().filter(|s| since(s.at) < HOUR).count();
         // The workload cooldown runs from the end of a migration OME ran, whoever asked.
         let workload_cooling = seen
             .migration_ended
-            .is_some_and(|e| now - e / 1000 * 1000 < b.workload_cooldown);
+            .is_some_and(|e| since(e / 1000 * 1000) < b.workload_cooldown);
         let node_cooling = self.sent.iter().any(|s| {
-            now - s.at < b.node_cooldown
+            since(s.at) < b.node_cooldown
                 && [s.from, s.target]
                     .iter()
                     .any(|n| n.is_some() && (*n == r.from || *n == r.target))
@@ -128,11 +130,11 @@ impl SendChecks {
             || r.target.is_none()
             || !seen.target_room;
         // A request retried after one that failed is not a move again: the Instance never left.
-        let moved_lately = seen.left.last().is_some_and(|&(_, at)| now - at < HOUR);
+        let moved_lately = seen.left.last().is_some_and(|&(_, at)| since(at) < HOUR);
         let back = r.target.is_some_and(|t| {
             seen.left
                 .iter()
-                .any(|&(n, at)| n == t && now - at < 24 * HOUR)
+                .any(|&(n, at)| n == t && since(at) < 24 * HOUR)
         });
         let open = self
             .sent

@@ -92,13 +92,11 @@ impl Planner<'_, '_> {
         for (_, count, groups) in demand {
             let mut wanting = count;
             while wanting > 0 {
-                let Some(group) = groups
+                let group = groups
                     .iter()
                     .copied()
                     .max_by_key(|g| (left[g], std::cmp::Reverse(*g)))
-                else {
-                    break;
-                };
+                    .expect("a pod in the demand has a group");
                 if left[&group] == 0 {
                     scarce.extend(groups.iter().copied());
                     break;

@@ -76,7 +76,7 @@ impl Planner<'_, '_> {
     /// Whether node `n` could be emptied for a waiting pod that needs all of it, and every
     /// such node is wanted: a move landing there spoils it for good (a moved Instance does
     /// not move again).
-    pub(super) fn wanted_whole(&self, n: usize) -> bool {
+    fn wanted_whole(&self, n: usize) -> bool {
         self.rank(n) == 1
             && self
                 .scarce
