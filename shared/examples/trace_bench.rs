@@ -112,7 +112,13 @@ fn run() -> Result<(), String> {
     let snapshot = Snapshot::parse(&json).map_err(|e| e.to_string())?;
     let config = Config::parse("schemaVersion: 1\nmigration: {apiVersion: v1}\n")
         .map_err(|e| e.to_string())?;
-    let now = "2026-09-28T10:15:00Z".parse().unwrap();
+    // A replay's objects are stamped 2026-09-28T10:00; a snapshot is read at the time it was
+    // captured, or now, as `recommend -f` reads it.
+    let now = match (&args.snapshot, &snapshot.info) {
+        (None, _) => "2026-09-28T10:15:00Z".parse().unwrap(),
+        (Some(_), Some(info)) => info.captured_at,
+        (Some(_), None) => k8s_openapi::jiff::Timestamp::now(),
+    };
     let ctx = Context::build(&snapshot, &config, now);
     let cluster = &ctx.cluster;
 
