@@ -122,6 +122,10 @@ struct Options {
     /// The bounds the outside checks hold requests to, where not Alfred's own (a test's
     /// stricter ones, to see a violation counted).
     checked: Option<checks::Bounds>,
+    /// Every task's lifetime is divided by this (a world run faster, as the soak runs it).
+    time_scale: f64,
+    /// The start state and the arrivals written to FILE (the soak replays them).
+    schedule: Option<String>,
 }
 
 /// The closed-loop replay: arrivals, departures and Alfred's passes on a virtual clock.
@@ -186,6 +190,21 @@ struct Args {
     snapshot_at: Option<f64>,
     #[arg(long, value_name = "FILE", requires = "snapshot_at")]
     snapshot_out: Option<String>,
+    /// Divide every task's lifetime by this: the same draws in a faster world (give Alfred's
+    /// intervals and cooldowns, and OME's times, in that world's units)
+    #[arg(long, default_value_t = 1.0, value_parser = positive)]
+    time_scale: f64,
+    /// Write the start state and every arrival to FILE, as JSON (the soak, tests/soak, replays it
+    /// through a real API server)
+    #[arg(long, value_name = "FILE")]
+    schedule_out: Option<String>,
+}
+
+fn positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
+        _ => Err(format!("{text}: a number above 0")),
+    }
 }
 
 fn run() -> Result<(), String> {
@@ -230,6 +249,8 @@ fn run() -> Result<(), String> {
         check_reads: args.check_reads,
         snapshot: args.snapshot_at.zip(args.snapshot_out.clone()),
         checked: None,
+        time_scale: args.time_scale,
+        schedule: args.schedule_out.clone(),
     };
     let nodes_path = args.trace.nodes_source();
     let mut nodes = args.trace.read_nodes()?;
@@ -406,7 +427,11 @@ fn replay(
         return Err("the task list holds no GPU task".into());
     }
     let gpus: i64 = nodes.iter().map(|n| n.gpus).sum();
-    let runs = |t: &Task| (t.lifetime.unwrap_or(0).max(0) as u64 * 1000).max(SHORTEST);
+    let shortest = (SHORTEST as f64 / options.time_scale) as u64;
+    let runs = |t: &Task| {
+        let ms = t.lifetime.unwrap_or(0).max(0) as f64 * 1000.0 / options.time_scale;
+        (ms as u64).max(shortest)
+    };
     // Poisson arrivals at the offered load: GPUs x running time, per task drawn, on average.
     let gpu_ms_per_task = tasks
         .iter()
@@ -457,6 +482,7 @@ fn replay(
     };
     let mut report = Report::default();
     let mut snapshot = options.snapshot.clone();
+    let mut schedule = Schedule::default();
     // The trace's draws (the start state, which task arrives when) have their own stream, so
     // runs of one seed see the same tasks whatever Alfred and the scheduler do.
     let mut trace_rng = Rng::new(options.seed ^ 0x7ace);
@@ -476,8 +502,11 @@ fn replay(
         let x = uniform(&mut trace_rng) * total;
         let row = cumulative.partition_point(|&c| c < x).min(tasks.len() - 1);
         let lifetime = runs(&tasks[row]);
-        let left = ((uniform(&mut trace_rng) * lifetime as f64) as u64).max(SHORTEST);
+        let left = ((uniform(&mut trace_rng) * lifetime as f64) as u64).max(shortest);
         if world.seat_at_start(row, left, lifetime.saturating_sub(left)) {
+            let k = world.live.len() - 1;
+            let node = world.live[k].node.map(|n| nodes[n].name.as_str());
+            schedule.seated(k, &tasks[row], node, left, lifetime.saturating_sub(left));
             held += tasks[row].holds();
             refused = 0;
         } else {
@@ -525,7 +554,8 @@ fn replay(
             Event::Departure(k) => world.depart(k),
             Event::Arrival => {
                 let row = trace_rng.below(tasks.len());
-                world.arrive(row, runs(&tasks[row]));
+                let k = world.arrive(row, runs(&tasks[row]));
+                schedule.arrived(k, &tasks[row], now, runs(&tasks[row]));
                 if now >= start {
                     report.arrivals += 1;
                 }
@@ -609,7 +639,52 @@ fn replay(
     }
     report.alfred = world.counters;
     report.checks = world.checks.counts;
+    if let Some(path) = &options.schedule {
+        let text = schedule.json(nodes, options, start, end).to_string();
+        std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))?;
+    }
     Ok(report)
+}
+
+/// The replay's draws as the soak replays them: the tasks running at the start (where the
+/// scheduler put them) and every arrival, each with its task's resources and how long it runs.
+#[derive(Default)]
+struct Schedule {
+    start: Vec<Value>,
+    arrivals: Vec<Value>,
+}
+
+impl Schedule {
+    fn seated(&mut self, k: usize, task: &Task, node: Option<&str>, left: u64, ran: u64) {
+        let mut entry = Schedule::task(k, task, left);
+        entry["node"] = json!(node);
+        entry["ranMs"] = json!(ran);
+        self.start.push(entry);
+    }
+
+    fn arrived(&mut self, k: usize, task: &Task, at: u64, runs: u64) {
+        let mut entry = Schedule::task(k, task, runs);
+        entry["atMs"] = json!(at);
+        self.arrivals.push(entry);
+    }
+
+    fn task(k: usize, task: &Task, runs: u64) -> Value {
+        json!({"task": k, "gpus": task.holds(), "whole": task.whole(), "cpuMilli": task.cpu_milli,
+            "memoryMiB": task.memory_mib, "gpuModels": task.gpu_spec, "runsMs": runs})
+    }
+
+    fn json(self, nodes: &[TraceNode], options: &Options, start: u64, end: u64) -> Value {
+        let nodes: Vec<Value> = nodes
+            .iter()
+            .map(|n| {
+                json!({"name": n.name, "cpuMilli": n.cpu_milli, "memoryMiB": n.memory_mib,
+                "gpus": n.gpus, "model": n.model})
+            })
+            .collect();
+        json!({"seed": options.seed, "replaySeed": options.replay_seed, "load": options.load,
+            "timeScale": options.time_scale, "measuredFromMs": start, "endMs": end,
+            "nodes": nodes, "start": self.start, "arrivals": self.arrivals})
+    }
 }
 
 /// One pass on stderr: the minute, what was sent or why nothing was, how the rows ended, the
@@ -705,6 +780,8 @@ mod tests {
             check_reads: true,
             snapshot: None,
             checked: None,
+            time_scale: 1.0,
+            schedule: None,
         }
     }
 
