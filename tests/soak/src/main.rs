@@ -9,6 +9,7 @@
 //! Prints one JSON line: what the load and OME did and what the caretakers' passes did. The
 //! run's directory (`tests/.run/<name>`) keeps every log and `ome.jsonl`, OME's record.
 
+mod checker;
 mod objects;
 mod ome;
 mod operator;
@@ -156,7 +157,8 @@ fn start_replica(cluster: &Cluster, plugin: &Path, identity: &str) -> anyhow::Re
 async fn run(args: Args) -> anyhow::Result<()> {
     let schedule = schedule::Schedule::read(&args.schedule).map_err(anyhow::Error::msg)?;
     let config = std::fs::read_to_string(&args.config).with_context(|| args.config.clone())?;
-    alfred::config::Config::parse(&config).map_err(|e| anyhow::anyhow!("{}: {e}", args.config))?;
+    let parsed = alfred::config::Config::parse(&config)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.config))?;
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let kwok = build_kwok(here)?;
 
@@ -175,7 +177,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         no_ack_rate: args.no_ack_rate,
     };
     let record = std::fs::File::create(cluster.dir.join("ome.jsonl"))?;
-    let mut world = ome::World::new(client, settings.clone(), schedule.seed, record);
+    let mut world = ome::World::new(client.clone(), settings.clone(), schedule.seed, record);
     let seeding = std::time::Instant::now();
     world
         .seed(&schedule.start, &schedule.arrivals, settings.drain_seconds)
@@ -245,7 +247,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     let minutes = args.minutes.unwrap_or(schedule.end_ms as f64 / 60_000.0);
     let until = world.zero() + Duration::from_secs_f64(minutes * 60.0);
-    world.run(until).await;
+    let mut checker = checker::Checker::new(bounds(&parsed));
+    tokio::join!(world.run(until), checker.run(client, until));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = operating.join();
     let resolved = resolved.lock().expect("not poisoned").len();
@@ -255,11 +258,23 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "nodes": schedule.nodes.len(), "load": schedule.load, "seed": schedule.seed,
         "timeScale": schedule.time_scale, "minutes": minutes,
         "measuredFromMinutes": schedule.measured_from_ms as f64 / 60_000.0, "replicas": args.replicas,
-        "ome": world.counts, "operatorResolves": resolved, "passes": passes,
+        "ome": world.counts, "checks": checker.report, "operatorResolves": resolved, "passes": passes,
         "replicaMetrics": replicas.iter().map(|r| json!({"name": r.process.name, "metrics": r.metrics})).collect::<Vec<_>>(),
     });
     println!("{line}");
     Ok(())
+}
+
+/// The bounds every request must keep, from Alfred's configuration.
+fn bounds(config: &alfred::config::Config) -> checker::Bounds {
+    let minutes = |m: i64| m.max(0) as u64 * 60_000;
+    checker::Bounds {
+        in_flight: config.max_in_flight_migrations as usize,
+        per_hour: config.max_migrations_per_hour as usize,
+        workload_cooldown: minutes(config.per_workload_cooldown_minutes),
+        node_cooldown: minutes(config.per_node_cooldown_minutes),
+        placement_cooldown: minutes(config.recent_placement_cooldown_minutes),
+    }
 }
 
 /// The pass documents a replica printed (`-o json`), in order.
