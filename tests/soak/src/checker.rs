@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
@@ -112,13 +113,16 @@ pub struct Report {
     /// Each stale send: which request, and why.
     pub stale_details: Vec<String>,
     pub bounce_backs: usize,
+    /// Requests written while the migration guard was missing.
+    pub sent_without_guard: usize,
     /// Requests that no version of the journal ever held, and entries a version held twice.
     pub journal_entries_lost: usize,
     pub journal_entries_doubled: usize,
     /// Hold taints still set `HOLD_GRACE` after their pod bound or went.
     pub holds_left_behind: usize,
-    /// The Lease's holders in order, with when each was first seen holding it.
-    pub leaders: Vec<(String, String)>,
+    /// The Lease's holders in order, with when each was first seen holding it (ms since the
+    /// epoch).
+    pub leaders: Vec<(String, u64)>,
     pub watch_errors: usize,
 }
 
@@ -127,6 +131,8 @@ pub struct Checker {
     pods: HashMap<String, History<PodState>>,
     replicas: HashMap<String, History<ReplicaState>>,
     nodes: HashMap<String, History<NodeState>>,
+    /// The migration guard's policy: present or not, by revision.
+    guard: History<()>,
     node_index: HashMap<String, usize>,
     /// Request annotations present per InferenceService: uuid -> removed at (ms).
     annotations: HashMap<String, BTreeMap<String, Option<u64>>>,
@@ -145,7 +151,8 @@ pub struct Checker {
     pub report: Report,
 }
 
-fn wall_clock() -> u64 {
+/// The wall clock, in ms since the epoch.
+pub fn now_ms() -> u64 {
     ms(Timestamp::now())
 }
 
@@ -156,6 +163,7 @@ impl Checker {
             pods: HashMap::new(),
             replicas: HashMap::new(),
             nodes: HashMap::new(),
+            guard: History(vec![(0, Some(()))]),
             node_index: HashMap::new(),
             annotations: HashMap::new(),
             uuids: BTreeSet::new(),
@@ -165,7 +173,7 @@ impl Checker {
             holds_counted: BTreeSet::new(),
             settled: HashMap::new(),
             relisting: HashMap::new(),
-            clock: wall_clock,
+            clock: now_ms,
             report: Report::default(),
         }
     }
@@ -190,7 +198,8 @@ impl Checker {
         );
         let nodes: Api<Node> = Api::all(client.clone());
         let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "ome");
-        let leases: Api<Lease> = Api::namespaced(client, "ome");
+        let leases: Api<Lease> = Api::namespaced(client.clone(), "ome");
+        let policies: Api<ValidatingAdmissionPolicy> = Api::all(client);
         let config = watcher::Config::default;
         let mut pods = Box::pin(watcher(pods, config()).default_backoff());
         let mut services = Box::pin(watcher(services, config()).default_backoff());
@@ -200,6 +209,8 @@ impl Checker {
         let mut maps = Box::pin(watcher(maps, journal).default_backoff());
         let lease = config().fields("metadata.name=alfred.ome.io");
         let mut leases = Box::pin(watcher(leases, lease).default_backoff());
+        let guard = config().fields("metadata.name=alfred-migration-writes");
+        let mut policies = Box::pin(watcher(policies, guard).default_backoff());
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         while Instant::now() < until {
             tokio::select! {
@@ -209,6 +220,7 @@ impl Checker {
                 Some(e) = nodes.next() => self.on("nodes", e, Checker::node),
                 Some(e) = maps.next() => self.on("journal", e, Checker::journal),
                 Some(e) = leases.next() => self.on("lease", e, Checker::lease),
+                Some(e) = policies.next() => self.on("guard", e, Checker::guard),
                 _ = tick.tick() => {
                     self.judge(Instant::now());
                     self.check_holds(Instant::now());
@@ -276,6 +288,7 @@ impl Checker {
                         .filter(|(_, h)| h.now().is_some())
                         .map(|(n, _)| n.clone())
                         .collect(),
+                    "guard" if self.guard.now().is_some() => vec!["alfred-migration-writes".into()],
                     "nodes" => self
                         .nodes
                         .iter()
@@ -317,6 +330,10 @@ impl Checker {
                 let history = self.nodes.get_mut(name).expect("listed before");
                 let rv = after(history);
                 history.push(rv, None);
+            }
+            "guard" => {
+                let rv = after(&self.guard);
+                self.guard.push(rv, None);
             }
             _ => {}
         }
@@ -468,6 +485,10 @@ impl Checker {
             .extend(distinct.into_iter().map(String::from));
     }
 
+    fn guard(&mut self, _: &ValidatingAdmissionPolicy, rv: u64, deleted: bool) {
+        self.guard.push(rv, (!deleted).then_some(()));
+    }
+
     fn lease(&mut self, lease: &Lease, _rv: u64, _deleted: bool) {
         let holder = lease
             .spec
@@ -475,9 +496,7 @@ impl Checker {
             .and_then(|s| s.holder_identity.clone())
             .unwrap_or_default();
         if self.report.leaders.last().is_none_or(|(h, _)| *h != holder) && !holder.is_empty() {
-            self.report
-                .leaders
-                .push((holder, crate::objects::stamp(Timestamp::now())));
+            self.report.leaders.push((holder, (self.clock)()));
         }
     }
 
@@ -544,6 +563,9 @@ impl Checker {
                 target,
             };
             let verdict = self.checks.send(&r, &seen);
+            if self.guard.as_of(p.rv).is_none() {
+                self.report.sent_without_guard += 1;
+            }
             if verdict.stale {
                 self.report.stale_details.push(format!(
                     "{} {service}: from {:?} target {:?}: on {:?}, migrating {migrating}, target room {target_room}",
@@ -858,6 +880,32 @@ mod tests {
         c.check_holds(Instant::now() + HOLD_GRACE * 2);
         c.check_holds(Instant::now() + HOLD_GRACE * 3);
         assert_eq!(c.report.holds_left_behind, 1);
+    }
+
+    #[test]
+    fn a_request_written_while_the_guard_was_missing_is_counted() {
+        let mut c = checker();
+        c.pod(
+            &pod("task-00001-engine-0-default-0", "p0", Some("n1"), 4),
+            10,
+            false,
+        );
+        let policy: ValidatingAdmissionPolicy = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "alfred-migration-writes"}}),
+        )
+        .unwrap();
+        c.service(&service(&[("a", "n1", "n2")]), 20, false);
+        c.guard(&policy, 25, true);
+        c.service(&service(&[("a", "n1", "n2"), ("b", "n1", "n3")]), 30, false);
+        c.guard(&policy, 35, false);
+        c.service(
+            &service(&[("a", "n1", "n2"), ("b", "n1", "n3"), ("c", "n1", "n2")]),
+            40,
+            false,
+        );
+        settle(&mut c);
+        assert_eq!(c.report.requests, 3);
+        assert_eq!(c.report.sent_without_guard, 1);
     }
 
     #[test]

@@ -10,16 +10,22 @@
 //! run's directory (`tests/.run/<name>`) keeps every log and `ome.jsonl`, OME's record.
 
 mod checker;
+mod faults;
+mod harness;
 mod objects;
 mod ome;
 mod operator;
+mod proxy;
 mod schedule;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use alfred_e2e::{Cluster, free_port, wait_for};
+use alfred_e2e::{Cluster, wait_for};
 use anyhow::{Context, bail};
 use clap::Parser;
 use serde_json::{Value, json};
@@ -67,6 +73,9 @@ struct Args {
     /// Seconds a request that can never resolve stalls Alfred before the operator resolves it
     #[arg(long, default_value_t = 60.0)]
     operator_seconds: f64,
+    /// Run without the faults
+    #[arg(long)]
+    no_faults: bool,
 }
 
 fn main() {
@@ -82,78 +91,6 @@ fn main() {
     }
 }
 
-/// A process the soak started, killed when dropped.
-struct Process {
-    name: String,
-    child: Child,
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `program`; its stdout goes to logs/NAME.out, its stderr to logs/NAME.log.
-fn spawn(
-    cluster: &Cluster,
-    name: &str,
-    program: &Path,
-    args: &[String],
-) -> anyhow::Result<Process> {
-    let file = |ext: &str| {
-        let path = cluster.dir.join("logs").join(format!("{name}.{ext}"));
-        std::fs::File::create(&path).with_context(|| format!("{}", path.display()))
-    };
-    let child = Command::new(program)
-        .args(args)
-        .env("KUBECONFIG", &cluster.kubeconfig)
-        .env("PATH", cluster.path())
-        .stdin(Stdio::null())
-        .stdout(file("out")?)
-        .stderr(file("log")?)
-        .spawn()
-        .with_context(|| format!("starting {}", program.display()))?;
-    Ok(Process {
-        name: name.into(),
-        child,
-    })
-}
-
-/// One caretaker replica and where it serves its metrics and probes.
-struct Replica {
-    process: Process,
-    metrics: u16,
-    probes: u16,
-}
-
-fn start_replica(cluster: &Cluster, plugin: &Path, identity: &str) -> anyhow::Result<Replica> {
-    let (metrics, probes) = (free_port(), free_port());
-    let args: Vec<String> = [
-        "caretaker",
-        "--namespace",
-        "ome",
-        "--identity",
-        identity,
-        "--metrics-bind-address",
-        &format!("127.0.0.1:{metrics}"),
-        "--health-probe-bind-address",
-        &format!("127.0.0.1:{probes}"),
-        "-o",
-        "json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let process = spawn(cluster, &format!("caretaker-{identity}"), plugin, &args)?;
-    Ok(Replica {
-        process,
-        metrics,
-        probes,
-    })
-}
-
 async fn run(args: Args) -> anyhow::Result<()> {
     let schedule = schedule::Schedule::read(&args.schedule).map_err(anyhow::Error::msg)?;
     let config = std::fs::read_to_string(&args.config).with_context(|| args.config.clone())?;
@@ -161,8 +98,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.config))?;
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let kwok = build_kwok(here)?;
+    let minutes = args.minutes.unwrap_or(schedule.end_ms as f64 / 60_000.0);
+    let run_for = Duration::from_secs_f64(minutes * 60.0);
 
     let cluster = Cluster::up(&args.name);
+    let launcher = harness::Launcher::of(&cluster);
     let client = client(&cluster.kubeconfig).await?;
     seed_alfred(&cluster, &config)?;
     seed_nodes(&cluster, &schedule)?;
@@ -192,8 +132,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     let bin = alfred_e2e::control_plane();
     let kubeconfig = cluster.kubeconfig.display().to_string();
-    let _scheduler = spawn(
-        &cluster,
+    let _scheduler = launcher.spawn(
         "kube-scheduler",
         &bin.join("kube-scheduler"),
         &[
@@ -201,9 +140,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             "--leader-elect=false".into(),
             "--secure-port=0".into(),
         ],
+        &cluster.kubeconfig,
     )?;
-    let _kwok = spawn(
-        &cluster,
+    let _kwok = launcher.spawn(
         "kwok",
         &kwok,
         &[
@@ -212,15 +151,41 @@ async fn run(args: Args) -> anyhow::Result<()> {
             format!("--config={}", here.join("kwok-stages.yaml").display()),
             "--node-lease-duration-seconds=0".into(),
         ],
+        &cluster.kubeconfig,
     )?;
+
+    // The caretakers reach the API server through a proxy the faults can stall.
+    let proxy = proxy::Proxy::start(api_port(&cluster.kubeconfig)?).await?;
+    let through_proxy = cluster.dir.join("kubeconfig-proxy");
+    let text = std::fs::read_to_string(&cluster.kubeconfig)?;
+    let upstream = format!("https://127.0.0.1:{}", api_port(&cluster.kubeconfig)?);
+    let proxied = format!("https://127.0.0.1:{}", proxy.port);
+    std::fs::write(&through_proxy, text.replace(&upstream, &proxied))?;
     let plugin = args
         .plugin
         .clone()
         .unwrap_or_else(|| PathBuf::from("kubectl-alfred"));
-    let replicas: Vec<Replica> = (0..args.replicas)
-        .map(|r| start_replica(&cluster, &plugin, &format!("soak-{r}")))
-        .collect::<anyhow::Result<_>>()?;
+    let replicas = Arc::new(Mutex::new(Vec::new()));
+    let mut stage = faults::Stage {
+        launcher: launcher.clone(),
+        replicas: replicas.clone(),
+        plugin: plugin.clone(),
+        through_proxy,
+        proxy,
+        client: client.clone(),
+        config: config.clone(),
+        guard: alfred_e2e::world::rbac("migration-guard.yaml"),
+        started: 0,
+        record: std::fs::File::create(cluster.dir.join("faults.jsonl"))?,
+        signalled: Vec::new(),
+        kills: Vec::new(),
+        seed: schedule.seed,
+    };
+    for _ in 0..args.replicas {
+        stage.start_replica()?;
+    }
     wait_for(Duration::from_secs(60), "a caretaker ready", || {
+        let replicas = replicas.lock().expect("not poisoned");
         replicas
             .iter()
             .any(|r| cluster.probe(r.probes, "/readyz").0 == 200)
@@ -232,12 +197,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         path: cluster.path().to_string(),
         patience: Duration::from_secs_f64(args.operator_seconds),
     };
-    let resolved = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let resolved = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
     let operating = {
         let (resolved, stop) = (resolved.clone(), stop.clone());
         std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 let done = operator.look();
                 resolved.lock().expect("not poisoned").extend(done);
                 std::thread::sleep(Duration::from_secs(10));
@@ -245,24 +210,191 @@ async fn run(args: Args) -> anyhow::Result<()> {
         })
     };
 
-    let minutes = args.minutes.unwrap_or(schedule.end_ms as f64 / 60_000.0);
-    let until = world.zero() + Duration::from_secs_f64(minutes * 60.0);
+    // The run's clock starts with the schedule's (the start state seeded, arrivals due).
+    let begun = world.zero();
+    let until = begun + run_for;
+    let plan = if args.no_faults {
+        Vec::new()
+    } else {
+        faults::plan(run_for, schedule.seed)
+    };
+    let injecting = async {
+        let mut errors = Vec::new();
+        for (at, step) in faults::steps(&plan) {
+            tokio::time::sleep_until(begun + Duration::from_secs(at)).await;
+            if let Err(e) = stage.apply(&step).await {
+                errors.push(format!("{step:?}: {e:#}"));
+            }
+        }
+        errors
+    };
+    let memory = Arc::new(Mutex::new(Vec::new()));
+    let sampling = {
+        let (replicas, memory, stop) = (replicas.clone(), memory.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let at = begun.elapsed().as_secs();
+                for r in replicas.lock().expect("not poisoned").iter() {
+                    if let Some(kib) = r.rss_kib() {
+                        memory
+                            .lock()
+                            .expect("not poisoned")
+                            .push((at, r.identity.clone(), kib));
+                    }
+                }
+                std::thread::sleep(Duration::from_secs(15));
+            }
+        })
+    };
     let mut checker = checker::Checker::new(bounds(&parsed));
-    tokio::join!(world.run(until), checker.run(client, until));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let ((), (), fault_errors) = tokio::join!(
+        world.run(until),
+        checker.run(client.clone(), until),
+        injecting
+    );
+    stop.store(true, Ordering::Relaxed);
     let _ = operating.join();
+    let _ = sampling.join();
     let resolved = resolved.lock().expect("not poisoned").len();
 
-    let passes: usize = replicas.iter().map(|r| passes(&cluster, r).len()).sum();
+    let passes = passes(&cluster);
+    let leaders = &checker.report.leaders;
+    let failovers: Vec<Value> = stage
+        .kills
+        .iter()
+        .map(|&killed| {
+            let next = leaders.iter().map(|(_, at)| *at).find(|&t| t > killed);
+            json!(next.map(|t| (t - killed) as f64 / 1000.0))
+        })
+        .collect();
+    let emptied = signalled_emptied(&client, &stage.signalled).await;
     let line = json!({
         "nodes": schedule.nodes.len(), "load": schedule.load, "seed": schedule.seed,
         "timeScale": schedule.time_scale, "minutes": minutes,
-        "measuredFromMinutes": schedule.measured_from_ms as f64 / 60_000.0, "replicas": args.replicas,
-        "ome": world.counts, "checks": checker.report, "operatorResolves": resolved, "passes": passes,
-        "replicaMetrics": replicas.iter().map(|r| json!({"name": r.process.name, "metrics": r.metrics})).collect::<Vec<_>>(),
+        "measuredFromMinutes": schedule.measured_from_ms as f64 / 60_000.0,
+        "replicas": args.replicas,
+        "ome": world.counts, "checks": checker.report, "operatorResolves": resolved,
+        "passes": passes,
+        "faults": plan, "faultErrors": fault_errors, "failoverSeconds": failovers,
+        "signalledNodes": emptied,
+        "memoryKiB": memory_summary(&memory.lock().expect("not poisoned"), run_for.as_secs()),
+        "apiCallsPerPass": api_calls_per_pass(&cluster, run_for.as_secs()),
     });
     println!("{line}");
     Ok(())
+}
+
+/// Each signalled node (GpuUnhealthy, maintenance): how many of the OME pods it held then are
+/// still there, and how many OME pods it holds now.
+async fn signalled_emptied(
+    client: &kube::Client,
+    signalled: &[(String, Vec<String>)],
+) -> Vec<Value> {
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), objects::NAMESPACE);
+    let list = pods
+        .list(&kube::api::ListParams::default().labels("ome.io/inferenceservice"))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    signalled
+        .iter()
+        .map(|(node, then)| {
+            let on: Vec<String> = list
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            let stayed = then.iter().filter(|p| on.contains(p)).count();
+            json!({"node": node, "omePodsThen": then.len(), "stayed": stayed, "omePodsNow": on.len()})
+        })
+        .collect()
+}
+
+/// Resident memory: per replica, the first and last sample, and the leader-like maximum in
+/// the first and the last tenth of the run.
+fn memory_summary(samples: &[(u64, String, u64)], run: u64) -> Value {
+    let mut by: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for (at, who, kib) in samples {
+        by.entry(who).or_default().push((*at, *kib));
+    }
+    let window = |from: u64, to: u64| {
+        samples
+            .iter()
+            .filter(|(at, _, _)| *at >= from && *at < to)
+            .map(|(_, _, kib)| *kib)
+            .max()
+    };
+    json!({
+        "maxFirstTenth": window(0, run / 10), "maxLastTenth": window(run - run / 10, u64::MAX),
+        "replicas": by.iter().map(|(who, s)| (who.to_string(), json!({
+            "first": s.first().map(|x| x.1), "last": s.last().map(|x| x.1),
+            "max": s.iter().map(|x| x.1).max()}))).collect::<serde_json::Map<_, _>>(),
+    })
+}
+
+/// The caretakers' API calls per pass by verb (from the audit log), in the first and the last
+/// third of the run: a pass that reads from watches makes as many calls late as early.
+fn api_calls_per_pass(cluster: &Cluster, run: u64) -> Value {
+    let text = cluster.log("audit.log");
+    let mut events: Vec<(u64, String, bool)> = Vec::new();
+    for line in text.lines() {
+        let Ok(e) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let agent = e["userAgent"].as_str().unwrap_or_default();
+        if !agent.starts_with("kubectl-alfred") || e["stage"] != "ResponseComplete" {
+            continue;
+        }
+        let Some(at) = (e["requestReceivedTimestamp"].as_str())
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        else {
+            continue;
+        };
+        let verb = e["verb"].as_str().unwrap_or_default().to_string();
+        // Each pass updates the recommendations ConfigMap once.
+        let pass = verb == "update" && e["objectRef"]["name"] == "alfred-recommendations";
+        events.push((at.as_second().max(0) as u64, verb, pass));
+    }
+    let Some(first) = events.iter().map(|e| e.0).min() else {
+        return Value::Null;
+    };
+    let third = run / 3;
+    let window = |from: u64, to: u64| {
+        let inside: Vec<&(u64, String, bool)> = (events.iter())
+            .filter(|e| e.0 >= first + from && e.0 < first.saturating_add(to))
+            .collect();
+        let passes = inside.iter().filter(|e| e.2).count().max(1) as f64;
+        let mut by: BTreeMap<&str, usize> = BTreeMap::new();
+        for e in &inside {
+            *by.entry(e.1.as_str()).or_default() += 1;
+        }
+        let per: serde_json::Map<String, Value> = by
+            .into_iter()
+            .map(|(v, n)| {
+                (
+                    v.to_string(),
+                    json!((n as f64 / passes * 10.0).round() / 10.0),
+                )
+            })
+            .collect();
+        json!({"passes": passes, "perPass": per})
+    };
+    json!({"firstThird": window(0, third), "lastThird": window(run - third, u64::MAX)})
+}
+
+/// The API server's port, from a kubeconfig `up.sh` wrote.
+fn api_port(kubeconfig: &Path) -> anyhow::Result<u16> {
+    let text = std::fs::read_to_string(kubeconfig)?;
+    let server = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .context("no server in the kubeconfig")?;
+    server
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim().parse().ok())
+        .context("no port in the kubeconfig's server")
 }
 
 /// The bounds every request must keep, from Alfred's configuration.
@@ -277,17 +409,24 @@ fn bounds(config: &alfred::config::Config) -> checker::Bounds {
     }
 }
 
-/// The pass documents a replica printed (`-o json`), in order.
-fn passes(cluster: &Cluster, replica: &Replica) -> Vec<Value> {
-    let out = cluster
-        .dir
-        .join("logs")
-        .join(format!("{}.out", replica.process.name));
-    let text = std::fs::read_to_string(out).unwrap_or_default();
-    serde_json::Deserializer::from_str(&text)
-        .into_iter::<Value>()
-        .map_while(Result::ok)
-        .collect()
+/// How many pass documents (`-o json`) every caretaker that ran printed.
+fn passes(cluster: &Cluster) -> usize {
+    let logs = std::fs::read_dir(cluster.dir.join("logs"))
+        .into_iter()
+        .flatten()
+        .flatten();
+    logs.filter(|f| {
+        let name = f.file_name().to_string_lossy().into_owned();
+        name.starts_with("caretaker-") && name.ends_with(".out")
+    })
+    .map(|f| {
+        let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+        serde_json::Deserializer::from_str(&text)
+            .into_iter::<Value>()
+            .map_while(Result::ok)
+            .count()
+    })
+    .sum()
 }
 
 fn build_kwok(here: &Path) -> anyhow::Result<PathBuf> {
