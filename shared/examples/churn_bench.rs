@@ -351,6 +351,7 @@ fn bounds(config: &Config) -> checks::Bounds {
         workload_cooldown: minutes(config.per_workload_cooldown_minutes),
         node_cooldown: minutes(config.per_node_cooldown_minutes),
         placement_cooldown: minutes(config.recent_placement_cooldown_minutes),
+        health_floor: minutes(config.node_health.health_cooldown_floor_minutes),
     }
 }
 

@@ -16,6 +16,9 @@ pub struct Bounds {
     pub workload_cooldown: u64,
     pub node_cooldown: u64,
     pub placement_cooldown: u64,
+    /// `healthCooldownFloorMinutes`: a move off an Unhealthy node keeps it instead of the
+    /// workload and placement cooldowns, and skips the cooldown of the node it leaves.
+    pub health_floor: u64,
 }
 
 /// A request as it appeared on its InferenceService.
@@ -28,6 +31,8 @@ pub struct Request {
     pub workload: usize,
     pub from: Option<usize>,
     pub target: Option<usize>,
+    /// A move off an Unhealthy node (reason NodeUnhealthy).
+    pub health: bool,
 }
 
 /// The cluster as a fresh read showed it when the request appeared.
@@ -65,6 +70,7 @@ struct Sent {
     workload: usize,
     from: Option<usize>,
     target: Option<usize>,
+    health: bool,
     ended: Option<u64>,
 }
 
@@ -105,17 +111,26 @@ impl SendChecks {
         let since = |t: u64| now.saturating_sub(t);
         let in_flight = self.sent.iter().filter(|s| s.ended.is_none()).count();
         let last_hour = self.sent.iter().filter(|s| since(s.at) < HOUR).count();
-        // The workload cooldown runs from the end of a migration OME ran, whoever asked.
+        // The workload cooldown runs from the end of a migration OME ran, whoever asked; a
+        // health move keeps the floor instead (alfred-policies.md, Cooldowns).
+        let (workload_cooldown, placement_cooldown) = if r.health {
+            (b.health_floor, b.health_floor)
+        } else {
+            (b.workload_cooldown, b.placement_cooldown)
+        };
         let workload_cooling = seen
             .migration_ended
-            .is_some_and(|e| since(e / 1000 * 1000) < b.workload_cooldown);
-        let node_cooling = self.sent.iter().any(|s| {
-            since(s.at) < b.node_cooldown
-                && [s.from, s.target]
-                    .iter()
-                    .any(|n| n.is_some() && (*n == r.from || *n == r.target))
-        });
-        let placed_recently = seen.ran_for < b.placement_cooldown;
+            .is_some_and(|e| since(e / 1000 * 1000) < workload_cooldown);
+        // A node cools after a move onto it, or off it unless that was a health move; a health
+        // move does not wait for the node it leaves.
+        let cools = |n: Option<usize>| {
+            n.is_some()
+                && self.sent.iter().any(|s| {
+                    since(s.at) < b.node_cooldown && (s.target == n || (s.from == n && !s.health))
+                })
+        };
+        let node_cooling = cools(r.target) || (!r.health && cools(r.from));
+        let placed_recently = seen.ran_for < placement_cooldown;
         let broken = [
             ("inFlight", in_flight + 1 > b.in_flight),
             ("perHour", last_hour + 1 > b.per_hour),
@@ -159,6 +174,7 @@ impl SendChecks {
             workload: r.workload,
             from: r.from,
             target: r.target,
+            health: r.health,
             ended: None,
         });
         verdict
@@ -187,6 +203,7 @@ mod tests {
             workload_cooldown: 60 * MINUTE,
             node_cooldown: 10 * MINUTE,
             placement_cooldown: 30 * MINUTE,
+            health_floor: 5 * MINUTE,
         }
     }
 
@@ -199,6 +216,7 @@ mod tests {
             workload: w,
             from: Some(w),
             target: Some(100 + w),
+            health: false,
         };
         let seen = Seen {
             on: Some(w),
@@ -277,6 +295,50 @@ mod tests {
         // Its pod started 10 minutes ago (cooldown 30).
         let (r, mut seen) = request(DAY, 1);
         seen.ran_for = 10 * MINUTE;
+        assert_eq!(run(&[(r, seen)], None).1[0].cap, Some("placementCooldown"));
+    }
+
+    #[test]
+    fn a_move_off_an_unhealthy_node_keeps_the_floor_and_may_leave_a_cooling_node() {
+        let health = |at: u64, w: usize, from: usize, target: usize| {
+            let (r, mut seen) = request(at, w);
+            seen.on = Some(from);
+            let r = Request {
+                from: Some(from),
+                target: Some(target),
+                health: true,
+                ..r
+            };
+            (r, seen)
+        };
+        // Two health moves off node 1, a minute apart (node cooldown 10): the second does not
+        // wait for the node it leaves.
+        let sends = [health(DAY, 1, 1, 101), health(DAY + MINUTE, 2, 1, 102)];
+        let (checks, v) = run(&sends, Some(0));
+        assert_eq!(checks.counts.cap_violations, 0, "{v:?}");
+        // A health move onto a node a move landed on a minute ago waits like any other.
+        let sends = [health(DAY, 1, 1, 101), health(DAY + MINUTE, 2, 2, 101)];
+        assert_eq!(run(&sends, Some(0)).1[1].cap, Some("nodeCooldown"));
+        // A plain move off node 1 a minute after a health move left it: node 1 is not cooling.
+        let (plain, seen) = request(DAY + MINUTE, 1);
+        let plain = Request {
+            from: Some(1),
+            ..plain
+        };
+        let seen = Seen {
+            on: Some(1),
+            ..seen
+        };
+        assert_eq!(
+            run(&[health(DAY, 2, 1, 102), (plain, seen)], Some(0)).1[1].cap,
+            None
+        );
+        // The floor (5 minutes) replaces the workload (60) and placement (30) cooldowns.
+        let (r, mut seen) = health(DAY, 1, 1, 101);
+        seen.migration_ended = Some(DAY - 10 * MINUTE);
+        seen.ran_for = 10 * MINUTE;
+        assert_eq!(run(&[(r.clone(), seen.clone())], None).1[0].cap, None);
+        seen.ran_for = 4 * MINUTE;
         assert_eq!(run(&[(r, seen)], None).1[0].cap, Some("placementCooldown"));
     }
 

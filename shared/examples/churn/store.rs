@@ -195,6 +195,7 @@ impl World<'_, '_> {
             workload: k,
             from,
             target,
+            health: request.as_ref().and_then(|r| r.reason.as_deref()) == Some("NodeUnhealthy"),
         };
         self.checks.send(&request, &seen);
     }

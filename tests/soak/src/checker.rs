@@ -109,6 +109,8 @@ pub struct Report {
     pub sent_twice: usize,
     pub cap_violations: usize,
     pub cap_violations_by: BTreeMap<&'static str, usize>,
+    /// Each violation: which request, which bound.
+    pub cap_details: Vec<String>,
     pub stale_sends: usize,
     /// Each stale send: which request, and why.
     pub stale_details: Vec<String>,
@@ -561,8 +563,17 @@ impl Checker {
                 workload: p.task,
                 from,
                 target,
+                health: request["reason"] == "NodeUnhealthy",
             };
             let verdict = self.checks.send(&r, &seen);
+            if let Some(bound) = verdict.cap {
+                let (from, to) = (&request["from_node"], &target_name);
+                let detail = format!(
+                    "{} {service} {from} -> {to:?} ({}): {bound}",
+                    p.uuid, request["reason"]
+                );
+                self.report.cap_details.push(detail);
+            }
             if self.guard.as_of(p.rv).is_none() {
                 self.report.sent_without_guard += 1;
             }
@@ -699,6 +710,7 @@ mod tests {
             workload_cooldown: 0,
             node_cooldown: 0,
             placement_cooldown: 0,
+            health_floor: 0,
         }
     }
 

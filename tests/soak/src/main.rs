@@ -11,6 +11,7 @@
 
 mod checker;
 mod faults;
+mod frag;
 mod harness;
 mod objects;
 mod ome;
@@ -156,11 +157,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     // The caretakers reach the API server through a proxy the faults can stall.
     let proxy = proxy::Proxy::start(api_port(&cluster.kubeconfig)?).await?;
-    let through_proxy = cluster.dir.join("kubeconfig-proxy");
-    let text = std::fs::read_to_string(&cluster.kubeconfig)?;
-    let upstream = format!("https://127.0.0.1:{}", api_port(&cluster.kubeconfig)?);
-    let proxied = format!("https://127.0.0.1:{}", proxy.port);
-    std::fs::write(&through_proxy, text.replace(&upstream, &proxied))?;
+    let through_proxy =
+        caretaker_kubeconfig(&cluster, &format!("https://127.0.0.1:{}", proxy.port))?;
     let plugin = args
         .plugin
         .clone()
@@ -246,6 +244,26 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         })
     };
+    let measuring = {
+        let measured_from = begun.into_std() + Duration::from_millis(schedule.measured_from_ms);
+        let mut sampler = frag::Sampler::new(
+            plugin.clone(),
+            cluster.kubeconfig.clone(),
+            cluster.path().to_string(),
+            measured_from,
+        );
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let next = std::time::Instant::now() + frag::READ_EVERY;
+                sampler.read();
+                while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < next {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+            sampler.report
+        })
+    };
     let mut checker = checker::Checker::new(bounds(&parsed));
     let ((), (), fault_errors) = tokio::join!(
         world.run(until),
@@ -255,6 +273,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     stop.store(true, Ordering::Relaxed);
     let _ = operating.join();
     let _ = sampling.join();
+    let fragmentation = measuring
+        .join()
+        .map_err(|_| anyhow::anyhow!("the sampler panicked"))?;
     let resolved = resolved.lock().expect("not poisoned").len();
 
     let passes = passes(&cluster);
@@ -273,7 +294,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "timeScale": schedule.time_scale, "minutes": minutes,
         "measuredFromMinutes": schedule.measured_from_ms as f64 / 60_000.0,
         "replicas": args.replicas,
-        "ome": world.counts, "checks": checker.report, "operatorResolves": resolved,
+        "ome": world.counts, "checks": checker.report, "fragmentation": fragmentation, "operatorResolves": resolved,
         "passes": passes,
         "faults": plan, "faultErrors": fault_errors, "failoverSeconds": failovers,
         "signalledNodes": emptied,
@@ -342,8 +363,8 @@ fn api_calls_per_pass(cluster: &Cluster, run: u64) -> Value {
         let Ok(e) = serde_json::from_str::<Value>(line) else {
             continue;
         };
-        let agent = e["userAgent"].as_str().unwrap_or_default();
-        if !agent.starts_with("kubectl-alfred") || e["stage"] != "ResponseComplete" {
+        let caretaker = format!("system:serviceaccount:ome:{CARETAKER}");
+        if e["user"]["username"] != caretaker.as_str() || e["stage"] != "ResponseComplete" {
             continue;
         }
         let Some(at) = (e["requestReceivedTimestamp"].as_str())
@@ -406,6 +427,7 @@ fn bounds(config: &alfred::config::Config) -> checker::Bounds {
         workload_cooldown: minutes(config.per_workload_cooldown_minutes),
         node_cooldown: minutes(config.per_node_cooldown_minutes),
         placement_cooldown: minutes(config.recent_placement_cooldown_minutes),
+        health_floor: minutes(config.node_health.health_cooldown_floor_minutes),
     }
 }
 
@@ -473,7 +495,46 @@ fn seed_alfred(cluster: &Cluster, config: &str) -> anyhow::Result<()> {
         "-f",
         &alfred_e2e::world::rbac("migration-guard.yaml"),
     ]);
+    // The caretakers' ServiceAccount with the chart's rights (holds and the maintenance cordon
+    // on, as the soak runs them).
+    let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests");
+    let rbac = manifests.join("caretaker/rbac.yaml");
+    cluster.ok(&["apply", "-f", &rbac.display().to_string()]);
+    for role in ["alfred-hold", "alfred-maintenance-cordon"] {
+        let file = format!("{}.yaml", role.trim_start_matches("alfred-"));
+        cluster.ok(&["apply", "-f", &alfred_e2e::world::rbac(&file)]);
+        let account = format!("ome:{CARETAKER}");
+        let args = ["create", "clusterrolebinding", role, "--clusterrole", role];
+        cluster.ok(&[&args[..], &["--serviceaccount", &account]].concat());
+    }
     Ok(())
+}
+
+/// The caretakers' ServiceAccount in namespace ome.
+const CARETAKER: &str = "alfred-caretaker";
+
+/// A kubeconfig acting as the caretakers' ServiceAccount, reaching the API server at `server`.
+fn caretaker_kubeconfig(cluster: &Cluster, server: &str) -> anyhow::Result<PathBuf> {
+    let token = cluster.ok(&[
+        "create",
+        "token",
+        CARETAKER,
+        "-n",
+        "ome",
+        "--duration",
+        "48h",
+    ]);
+    let ca = cluster.dir.join("pki/ca.crt");
+    let config = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "soak", "cluster": {"server": server, "certificate-authority": ca}}],
+        "users": [{"name": CARETAKER, "user": {"token": token.trim()}}],
+        "contexts": [{"name": CARETAKER, "context": {"cluster": "soak", "user": CARETAKER}}],
+        "current-context": CARETAKER,
+    });
+    let path = cluster.dir.join("kubeconfig-caretaker");
+    std::fs::write(&path, config.to_string())?;
+    Ok(path)
 }
 
 /// The schedule's nodes, managed by KWOK, without the not-ready taint the API server gives a
