@@ -11,7 +11,7 @@ RELEASE_URL ?= https://github.com/OWNER/kubectl-alfred/releases/download/v$(shel
 # Names the serving certificate answers to: the in-cluster Service and this machine.
 CERT_SANS ?= DNS:alfred-webhook.alfred-system.svc,DNS:alfred-webhook.alfred-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1
 
-.PHONY: help build test unit e2e oracle cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-bound bench-mix bench-churn bench-live install image image-test dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
+.PHONY: help build test unit e2e soak oracle cluster-up cluster-down lint fmt demo crds crds-check bench bench-trace bench-bound bench-mix bench-churn bench-live install image image-test dist certs webhook-local loadtest loadtest-hostile loadtest-mix loadtest-wrk fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -24,11 +24,14 @@ test: unit e2e ## Every test: unit, golden, CRD freshness, then end to end
 unit: ## The tests that need no cluster
 	$(CARGO) test --workspace
 
-e2e: ## End to end: a local kube-apiserver and etcd (built once from Go modules), real kubectl and helm
+e2e: ## End to end: a local kube-apiserver and etcd (built once from Go modules), real kubectl and helm; then the short soak (8 minutes, every fault)
 	tests/cluster/build.sh >/dev/null
 	tests/helm/build.sh >/dev/null
 	$(CARGO) build -p alfred-webhook -p kubectl-alfred
 	$(CARGO) test -p alfred-e2e -- --ignored --test-threads=1
+	tests/cluster/build-kwok.sh >/dev/null
+	$(CARGO) build -p alfred-shared --example churn_bench
+	$(CARGO) test -p alfred-soak -- --ignored --nocapture
 
 oracle: ## The simulator and plans against kube-scheduler on more random clusters: make oracle CASES=3000 PLANS=300 SEED=1 K8S=v1.35.4
 	tests/cluster/build.sh >/dev/null
@@ -114,6 +117,25 @@ bench-churn: ## Fragmentation over time: the closed-loop replay of the openb tra
 	    $(TARGET_DIR)/release/examples/churn_bench --nodes $(OPENB)/openb_node_list_gpu_node.csv \
 	      --pods $(OPENB)/openb_pod_list_$$list.csv --load $$load --seed $$seed --profile $$profile $$with || exit 1; \
 	  done; done; done; done; done
+
+soak: ## The soak: arrivals, moves and faults through a real API server, kube-scheduler, KWOK and 3 caretakers, judged from the outside; one JSON line: make soak [OPENB=DIR (the openb trace, 12x faster; else the small built-in world, 60x)] [MINUTES=120] [SEED=1] [FAULTS=no]
+	tests/cluster/build.sh >/dev/null
+	tests/cluster/build-kwok.sh >/dev/null
+	$(CARGO) build -q -p alfred-webhook -p kubectl-alfred -p alfred-soak
+	$(CARGO) build -q --release -p alfred-shared --example churn_bench
+	$(CARGO) build -q --release -p kubectl-alfred
+	minutes=$(or $(MINUTES),120); hours=$$(python3 -c "print(round($$minutes / 60 - 0.25, 4))"); \
+	if [ -n "$(OPENB)" ]; then \
+	  world="--nodes $(OPENB)/openb_node_list_gpu_node.csv --pods $(OPENB)/openb_pod_list_default.csv --load 0.97 --time-scale 12"; \
+	  config=tests/soak/data/alfred-openb.yaml; \
+	else \
+	  world="--nodes tests/soak/data/nodes.csv --pods tests/soak/data/tasks.csv --load 0.9 --time-scale 60"; \
+	  config=tests/soak/data/alfred-short.yaml; \
+	fi; \
+	$(TARGET_DIR)/release/examples/churn_bench $$world --seed $(or $(SEED),1) --hours $$hours --warmup 0.25 \
+	  --schedule-out $(TARGET_DIR)/soak-schedule.json >/dev/null && \
+	$(TARGET_DIR)/debug/alfred-soak --schedule $(TARGET_DIR)/soak-schedule.json --config $$config \
+	  --minutes $$minutes --plugin $(abspath $(TARGET_DIR))/release/kubectl-alfred $(if $(filter no,$(FAULTS)),--no-faults)
 
 bench-live: ## Live reads against file replays on a seeded local control plane (10,000 nodes, 41,000 pods): time and peak memory
 	tests/cluster/build.sh >/dev/null

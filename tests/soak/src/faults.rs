@@ -102,7 +102,7 @@ pub fn steps(plan: &[Planned]) -> Vec<(u64, Step)> {
 /// what the issue asks of the soak (12 leader kills, 6 API server restarts, one etcd kill, 10
 /// minutes of stalls, one bad configuration, one removed guard, ...); a short run fewer, at
 /// least one of each. Nothing happens in the first and last tenth (a start and an end to
-/// measure from).
+/// measure from), and the nodes are signalled in the first half (time to empty them).
 pub fn plan(run: Duration, seed: u64) -> Vec<Planned> {
     let seconds = run.as_secs();
     let minutes = seconds as f64 / 60.0;
@@ -137,10 +137,16 @@ pub fn plan(run: Duration, seed: u64) -> Vec<Planned> {
         rng ^= rng << 17;
         (rng >> 11) as f64 / (1u64 << 53) as f64
     };
-    let (from, to) = (seconds as f64 * 0.1, seconds as f64 * 0.9);
     let mut planned = Vec::new();
     for (n, fault) in kinds {
-        // Spread evenly over the window, each moved by up to a third of the spacing.
+        // A node signalled in the first half, so that there is time to empty it; the rest
+        // spread evenly over the run, each moved by up to a third of the spacing.
+        let last = if matches!(fault, Fault::GpuUnhealthy | Fault::Maintenance) {
+            0.5
+        } else {
+            0.9
+        };
+        let (from, to) = (seconds as f64 * 0.1, seconds as f64 * last);
         let spacing = (to - from) / n as f64;
         for i in 0..n {
             let at = from + spacing * (i as f64 + 0.5) + spacing * (draw() - 0.5) * 0.66;
@@ -315,8 +321,11 @@ impl Stage {
             Step::GpuUnhealthy => {
                 let (node, pods) = self.pick_busy_node().await?;
                 let now = crate::objects::stamp(k8s_openapi::jiff::Timestamp::now());
-                let patch = serde_json::json!({"status": {"conditions": [{"type": "GpuUnhealthy",
-                    "status": "True", "reason": "XidErrors", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
+                // The health checker raises the condition; the device plugin withdraws the
+                // node's GPUs, so nothing new lands there.
+                let patch = serde_json::json!({"status": {"allocatable": {"nvidia.com/gpu": "0"},
+                    "conditions": [{"type": "GpuUnhealthy", "status": "True", "reason": "XidErrors",
+                        "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
                 self.kubectl(
                     &[
                         "patch",
