@@ -24,7 +24,7 @@ test: unit e2e ## Every test: unit, golden, CRD freshness, then end to end
 unit: ## The tests that need no cluster
 	$(CARGO) test --workspace
 
-e2e: ## End to end: a local kube-apiserver and etcd (built once from Go modules), real kubectl and helm; then the short soak (8 minutes, every fault)
+e2e: ## End to end: a local kube-apiserver and etcd (built once from Go modules), real kubectl and helm; then the short soak (12 minutes, every fault)
 	tests/cluster/build.sh >/dev/null
 	tests/helm/build.sh >/dev/null
 	$(CARGO) build -p alfred-webhook -p kubectl-alfred

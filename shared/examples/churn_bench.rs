@@ -342,19 +342,6 @@ fn profile_config(name: &str) -> Result<Config, String> {
     Config::parse(&yaml).map_err(|e| e.to_string())
 }
 
-/// The bounds a request must keep, from Alfred's configuration.
-fn bounds(config: &Config) -> checks::Bounds {
-    let minutes = |m: i64| m.max(0) as u64 * MINUTE;
-    checks::Bounds {
-        in_flight: config.max_in_flight_migrations as usize,
-        per_hour: config.max_migrations_per_hour as usize,
-        workload_cooldown: minutes(config.per_workload_cooldown_minutes),
-        node_cooldown: minutes(config.per_node_cooldown_minutes),
-        placement_cooldown: minutes(config.recent_placement_cooldown_minutes),
-        health_floor: minutes(config.node_health.health_cooldown_floor_minutes),
-    }
-}
-
 /// The profile the scheduler places with.
 fn select(config: &Config) -> Result<Profile, String> {
     let probe = NewPod {
@@ -466,10 +453,10 @@ fn replay(
         uuids: 0,
         counters: Counters::default(),
         checks: checks::SendChecks::new(options.checked.clone().unwrap_or_else(|| {
-            options
-                .alfred
-                .as_ref()
-                .map_or_else(|| bounds(&Config::default()), bounds)
+            options.alfred.as_ref().map_or_else(
+                || checks::Bounds::of(&Config::default()),
+                checks::Bounds::of,
+            )
         })),
         node_index: nodes
             .iter()
@@ -851,7 +838,7 @@ mod tests {
         let (moves, kept) = run(None);
         assert!(moves > 2, "{moves} moves");
         assert_eq!(kept.cap_violations, 0, "{kept:?}");
-        let mut strict = bounds(&config);
+        let mut strict = checks::Bounds::of(&config);
         strict.per_hour = 2;
         strict.node_cooldown = HOUR;
         let (strict_moves, broken) = run(Some(strict));

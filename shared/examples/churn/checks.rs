@@ -21,6 +21,21 @@ pub struct Bounds {
     pub health_floor: u64,
 }
 
+impl Bounds {
+    /// The bounds Alfred's configuration sets.
+    pub fn of(config: &alfred::config::Config) -> Bounds {
+        let minutes = |m: i64| m.max(0) as u64 * 60_000;
+        Bounds {
+            in_flight: config.max_in_flight_migrations as usize,
+            per_hour: config.max_migrations_per_hour as usize,
+            workload_cooldown: minutes(config.per_workload_cooldown_minutes),
+            node_cooldown: minutes(config.per_node_cooldown_minutes),
+            placement_cooldown: minutes(config.recent_placement_cooldown_minutes),
+            health_floor: minutes(config.node_health.health_cooldown_floor_minutes),
+        }
+    }
+}
+
 /// A request as it appeared on its InferenceService.
 #[derive(Clone, Debug)]
 pub struct Request {

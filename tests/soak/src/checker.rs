@@ -120,8 +120,9 @@ pub struct Report {
     /// Requests that no version of the journal ever held, and entries a version held twice.
     pub journal_entries_lost: usize,
     pub journal_entries_doubled: usize,
-    /// Hold taints still set `HOLD_GRACE` after their pod bound or went.
+    /// Hold taints still set `HOLD_GRACE` after their pod bound or went, and which.
     pub holds_left_behind: usize,
+    pub holds_left_details: Vec<String>,
     /// The Lease's holders in order, with when each was first seen holding it (ms since the
     /// epoch).
     pub leaders: Vec<(String, u64)>,
@@ -641,36 +642,25 @@ impl Checker {
             }
         }
         self.report.holds_left_behind += left.len();
+        for (node, uid) in &left {
+            let pod = self.pods.iter().find(|(_, h)| {
+                h.0.iter()
+                    .any(|(_, s)| s.as_ref().is_some_and(|s| s.uid == *uid))
+            });
+            let name = pod.map_or("?", |(name, _)| name.as_str());
+            let now = pod.and_then(|(_, h)| h.now()).and_then(|p| p.node.clone());
+            let detail = format!("{node} held for {uid} ({name}, now on {now:?})");
+            self.report.holds_left_details.push(detail);
+        }
         self.holds_counted.extend(left);
     }
 }
 
 /// A quantity as an integer: GPUs as a count, CPU in millicores, memory in bytes.
 fn quantity(text: &str, kind: usize) -> i64 {
-    let (number, suffix) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(text.len()),
-    );
-    let x: f64 = number.parse().unwrap_or(0.0);
-    let scale = match suffix {
-        "m" => 0.001,
-        "" => 1.0,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024f64.powi(4),
-        _ => 1.0,
-    };
-    let value = x * scale;
-    if kind == 1 {
-        (value * 1000.0).round() as i64
-    } else {
-        value.round() as i64
-    }
+    let value = alfred::kubernetes::quantity::parse(text).unwrap_or(0.0);
+    let scale = if kind == 1 { 1000.0 } else { 1.0 };
+    (value * scale).round() as i64
 }
 
 #[cfg(test)]

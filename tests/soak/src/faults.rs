@@ -102,7 +102,7 @@ pub fn steps(plan: &[Planned]) -> Vec<(u64, Step)> {
 /// what the issue asks of the soak (12 leader kills, 6 API server restarts, one etcd kill, 10
 /// minutes of stalls, one bad configuration, one removed guard, ...); a short run fewer, at
 /// least one of each. Nothing happens in the first and last tenth (a start and an end to
-/// measure from), and the nodes are signalled in the first half (time to empty them).
+/// measure from), and the nodes are signalled in the first 30% (time to empty them).
 pub fn plan(run: Duration, seed: u64) -> Vec<Planned> {
     let seconds = run.as_secs();
     let minutes = seconds as f64 / 60.0;
@@ -139,10 +139,10 @@ pub fn plan(run: Duration, seed: u64) -> Vec<Planned> {
     };
     let mut planned = Vec::new();
     for (n, fault) in kinds {
-        // A node signalled in the first half, so that there is time to empty it; the rest
+        // A node signalled in the first 30%, so that there is time to empty it; the rest
         // spread evenly over the run, each moved by up to a third of the spacing.
         let last = if matches!(fault, Fault::GpuUnhealthy | Fault::Maintenance) {
-            0.5
+            0.3
         } else {
             0.9
         };
@@ -253,8 +253,9 @@ impl Stage {
         None
     }
 
-    /// A node holding OME pods, and those pods (the fault's pick, from the seed).
-    async fn busy_node(&mut self, skip: &[String]) -> Option<(String, Vec<String>)> {
+    /// A node holding OME pods, and those pods: drawn from the seed, or the one holding the
+    /// fewest (maintenance is planned where it disturbs least).
+    async fn busy_node(&mut self, skip: &[String], fewest: bool) -> Option<(String, Vec<String>)> {
         let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
             kube::Api::namespaced(self.client.clone(), crate::objects::NAMESPACE);
         let list = pods
@@ -278,6 +279,9 @@ impl Stage {
             .seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
+        if fewest {
+            return by_node.into_iter().min_by_key(|(_, pods)| pods.len());
+        }
         let pick = (self.seed >> 33) as usize % by_node.len().max(1);
         by_node.into_iter().nth(pick)
     }
@@ -319,7 +323,7 @@ impl Stage {
                 self.kubectl(&[verb, "-f", &self.guard.clone()], "")?;
             }
             Step::GpuUnhealthy => {
-                let (node, pods) = self.pick_busy_node().await?;
+                let (node, pods) = self.pick_busy_node(false).await?;
                 let now = crate::objects::stamp(k8s_openapi::jiff::Timestamp::now());
                 // The health checker raises the condition; the device plugin withdraws the
                 // node's GPUs, so nothing new lands there.
@@ -341,7 +345,7 @@ impl Stage {
                 self.signalled.push((node, pods));
             }
             Step::Maintenance => {
-                let (node, pods) = self.pick_busy_node().await?;
+                let (node, pods) = self.pick_busy_node(true).await?;
                 self.kubectl(
                     &[
                         "label",
@@ -376,9 +380,9 @@ impl Stage {
         Ok(())
     }
 
-    async fn pick_busy_node(&mut self) -> anyhow::Result<(String, Vec<String>)> {
+    async fn pick_busy_node(&mut self, fewest: bool) -> anyhow::Result<(String, Vec<String>)> {
         let skip: Vec<String> = self.signalled.iter().map(|(n, _)| n.clone()).collect();
-        self.busy_node(&skip)
+        self.busy_node(&skip, fewest)
             .await
             .context("no node holds OME pods")
     }

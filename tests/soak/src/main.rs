@@ -264,7 +264,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             sampler.report
         })
     };
-    let mut checker = checker::Checker::new(bounds(&parsed));
+    let mut checker = checker::Checker::new(checker::Bounds::of(&parsed));
     let ((), (), fault_errors) = tokio::join!(
         world.run(until),
         checker.run(client.clone(), until),
@@ -306,28 +306,99 @@ async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// Each signalled node (GpuUnhealthy, maintenance): how many of the OME pods it held then are
-/// still there, and how many OME pods it holds now.
+/// still there, how many OME pods it holds now, and which of those that stayed could have gone
+/// somewhere (a schedulable node outside the signalled ones with room for its requests now). A
+/// pod with nowhere to go stays: Alfred says NoSurgeHeadroom.
 async fn signalled_emptied(
     client: &kube::Client,
     signalled: &[(String, Vec<String>)],
 ) -> Vec<Value> {
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
-        kube::Api::namespaced(client.clone(), objects::NAMESPACE);
-    let list = pods
-        .list(&kube::api::ListParams::default().labels("ome.io/inferenceservice"))
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), objects::NAMESPACE);
+    let all = pods
+        .list(&Default::default())
         .await
         .map(|l| l.items)
         .unwrap_or_default();
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    let nodes = nodes
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let requests = |p: &Pod| -> [f64; 3] {
+        let mut r = [0.0; 3];
+        for c in p
+            .spec
+            .as_ref()
+            .map(|s| s.containers.as_slice())
+            .unwrap_or_default()
+        {
+            let asked = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+            for (i, key) in ["nvidia.com/gpu", "cpu", "memory"].iter().enumerate() {
+                r[i] += asked
+                    .and_then(|a| a.get(*key))
+                    .and_then(|q| alfred::kubernetes::quantity::parse(&q.0))
+                    .unwrap_or(0.0);
+            }
+        }
+        r
+    };
+    let node_of = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
+    let signalled_names: Vec<&String> = signalled.iter().map(|(n, _)| n).collect();
+    let free: Vec<[f64; 3]> = nodes
+        .iter()
+        .filter(|n| !signalled_names.contains(&n.metadata.name.as_ref().unwrap_or(&String::new())))
+        .filter(|n| {
+            !n.spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false)
+        })
+        .map(|n| {
+            let alloc = n.status.as_ref().and_then(|s| s.allocatable.as_ref());
+            let mut f = [0.0; 3];
+            for (i, key) in ["nvidia.com/gpu", "cpu", "memory"].iter().enumerate() {
+                f[i] = alloc
+                    .and_then(|a| a.get(*key))
+                    .and_then(|q| alfred::kubernetes::quantity::parse(&q.0))
+                    .unwrap_or(0.0);
+            }
+            for p in all.iter().filter(|p| node_of(p) == n.metadata.name) {
+                let r = requests(p);
+                for i in 0..3 {
+                    f[i] -= r[i];
+                }
+            }
+            f
+        })
+        .collect();
     signalled
         .iter()
         .map(|(node, then)| {
-            let on: Vec<String> = list
+            let on: Vec<&Pod> = all
                 .iter()
-                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-                .filter_map(|p| p.metadata.name.clone())
+                .filter(|p| {
+                    p.metadata
+                        .labels
+                        .as_ref()
+                        .is_some_and(|l| l.contains_key("ome.io/inferenceservice"))
+                })
+                .filter(|p| node_of(p).as_ref() == Some(node))
                 .collect();
-            let stayed = then.iter().filter(|p| on.contains(p)).count();
-            json!({"node": node, "omePodsThen": then.len(), "stayed": stayed, "omePodsNow": on.len()})
+            let stayed: Vec<&&Pod> = on
+                .iter()
+                .filter(|p| then.contains(p.metadata.name.as_ref().unwrap_or(&String::new())))
+                .collect();
+            let could_go = stayed
+                .iter()
+                .filter(|p| {
+                    let r = requests(p);
+                    free.iter().any(|f| (0..3).all(|i| f[i] >= r[i]))
+                })
+                .count();
+            json!({"node": node, "omePodsThen": then.len(), "stayed": stayed.len(),
+                "stayedWithRoomElsewhere": could_go, "omePodsNow": on.len()})
         })
         .collect()
 }
@@ -416,19 +487,6 @@ fn api_port(kubeconfig: &Path) -> anyhow::Result<u16> {
         .next()
         .and_then(|p| p.trim().parse().ok())
         .context("no port in the kubeconfig's server")
-}
-
-/// The bounds every request must keep, from Alfred's configuration.
-fn bounds(config: &alfred::config::Config) -> checker::Bounds {
-    let minutes = |m: i64| m.max(0) as u64 * 60_000;
-    checker::Bounds {
-        in_flight: config.max_in_flight_migrations as usize,
-        per_hour: config.max_migrations_per_hour as usize,
-        workload_cooldown: minutes(config.per_workload_cooldown_minutes),
-        node_cooldown: minutes(config.per_node_cooldown_minutes),
-        placement_cooldown: minutes(config.recent_placement_cooldown_minutes),
-        health_floor: minutes(config.node_health.health_cooldown_floor_minutes),
-    }
 }
 
 /// How many pass documents (`-o json`) every caretaker that ran printed.
